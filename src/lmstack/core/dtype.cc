@@ -1,0 +1,50 @@
+// The dtype table (see dtype.h). Block sizes follow ggml's GGUF definitions.
+#include "lmstack/core/dtype.h"
+
+#include <array>
+#include <string>
+
+#include "lmstack/core/error.h"
+
+namespace lmstack {
+namespace {
+
+constexpr std::array<DTypeInfo, kNumDTypes> kTable = {{
+    {"f32", 1, 4, true},
+    {"bf16", 1, 2, true},
+    {"f16", 1, 2, true},
+    {"i8", 1, 1, false},
+    {"i32", 1, 4, false},
+    {"q8_0", 32, 34, false},    // f16 d + 32 x int8
+    {"q4_0", 32, 18, false},    // f16 d + 16 bytes of nibbles
+    {"q4_K", 256, 144, false},  // f16 d, f16 dmin, 12 bytes scales, 128 bytes nibbles
+    {"q6_K", 256, 210, false},  // 128 ql + 64 qh + 16 int8 scales + f16 d
+}};
+
+}  // namespace
+
+const DTypeInfo& dtype_info(DType t) {
+  LMSTACK_CHECK(static_cast<int>(t) < kNumDTypes, "bad dtype {}", static_cast<int>(t));
+  return kTable[static_cast<int>(t)];
+}
+
+int64_t dtype_bytes(DType t, int64_t n) {
+  const DTypeInfo& info = dtype_info(t);
+  LMSTACK_CHECK(n % info.block_size == 0, "{} elements is not a multiple of {}'s block of {}", n,
+                info.name, info.block_size);
+  return n / info.block_size * info.block_bytes;
+}
+
+DType parse_dtype(std::string_view name) {
+  if (name == "float32") return DType::kF32;
+  if (name == "bfloat16") return DType::kBF16;
+  if (name == "float16") return DType::kF16;
+  std::string known;
+  for (int i = 0; i < kNumDTypes; ++i) {
+    if (kTable[i].name == name) return static_cast<DType>(i);
+    known += (i ? ", " : "") + std::string(kTable[i].name);
+  }
+  throw_error<ConfigError>("unknown dtype '{}' (known: {})", name, known);
+}
+
+}  // namespace lmstack

@@ -1,0 +1,41 @@
+// Element types. Plain types store one element per `block_bytes`; block-quantized types
+// (GGUF layouts) store `block_size` elements in `block_bytes` bytes, so a row of n elements
+// takes n / block_size * block_bytes bytes (n must be a multiple of block_size).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace lmstack {
+
+enum class DType : uint8_t {
+  kF32 = 0,
+  kBF16,
+  kF16,
+  kI8,
+  kI32,
+  kQ8_0,  // 32 int8 + one f16 scale (GGUF Q8_0)
+  kQ4_0,  // 32 4-bit + one f16 scale (GGUF Q4_0)
+  kQ4_K,  // 256-element super-block, 6-bit sub-scales (GGUF Q4_K)
+  kQ6_K,  // 256-element super-block (GGUF Q6_K)
+  kCount
+};
+inline constexpr int kNumDTypes = static_cast<int>(DType::kCount);
+
+struct DTypeInfo {
+  std::string_view name;
+  int block_size;   // elements per block (1 for plain types)
+  int block_bytes;  // bytes per block
+  bool is_float;    // element is a float type (f32/bf16/f16)
+};
+
+const DTypeInfo& dtype_info(DType t);
+inline std::string_view dtype_name(DType t) { return dtype_info(t).name; }
+inline bool is_quantized(DType t) { return dtype_info(t).block_size > 1; }
+// Bytes for n elements; n must be a multiple of the block size (checked).
+int64_t dtype_bytes(DType t, int64_t n);
+// Parses "f32", "bf16", "q8_0", ... (also "float32", "bfloat16", "float16"); throws
+// ConfigError listing the known names.
+DType parse_dtype(std::string_view name);
+
+}  // namespace lmstack

@@ -1,0 +1,76 @@
+// Shared test helpers (see test_util.h).
+#include "test_util.h"
+
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+namespace lmstack::test {
+
+std::string source_path(const std::string& relative) {
+  return std::string(LMSTACK_SOURCE_DIR) + "/" + relative;
+}
+
+std::string shared_dir() {
+  const std::string candidates[] = {std::string(LMSTACK_SOURCE_DIR) + "/../shared"};
+  for (const auto& c : candidates)
+    if (std::filesystem::is_directory(c)) return std::filesystem::canonical(c).string();
+  return "";
+}
+
+std::string lmstack_binary() { return LMSTACK_BINARY; }
+
+std::string temp_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("lmstack_test_" + std::to_string(::getpid()) + "_" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+int run_command(const std::string& command, std::string* output, bool merge_stderr) {
+  const std::string full = command + (merge_stderr ? " 2>&1" : "");
+  FILE* pipe = ::popen(full.c_str(), "r");
+  if (pipe == nullptr) return -1;
+  std::array<char, 4096> buf{};
+  std::string out;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  if (output) *output = out;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+::testing::AssertionResult all_close(const std::vector<float>& actual,
+                                     const std::vector<float>& expected, double rtol, double atol) {
+  if (actual.size() != expected.size())
+    return ::testing::AssertionFailure()
+           << "size " << actual.size() << " != expected " << expected.size();
+  size_t worst = 0;
+  double worst_excess = -1;
+  size_t bad = 0;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    const double diff = std::fabs(static_cast<double>(actual[i]) - expected[i]);
+    const double tol = atol + rtol * std::fabs(static_cast<double>(expected[i]));
+    const bool nan_mismatch = std::isnan(actual[i]) != std::isnan(expected[i]);
+    if (diff > tol || nan_mismatch) {
+      ++bad;
+      const double excess = nan_mismatch ? 1e300 : diff - tol;
+      if (excess > worst_excess) {
+        worst_excess = excess;
+        worst = i;
+      }
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << bad << " of " << actual.size() << " elements differ; worst at index " << worst
+         << ": actual " << actual[worst] << " expected " << expected[worst] << " diff "
+         << std::fabs(static_cast<double>(actual[worst]) - expected[worst]) << " (rtol " << rtol
+         << ", atol " << atol << ")";
+}
+
+}  // namespace lmstack::test

@@ -1,0 +1,29 @@
+// Helpers shared by all test executables: paths to the source tree, the shared/ data folder
+// (absent in a clean clone: tests that need it skip with a message), and tensor comparison
+// that reports the worst element.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace lmstack::test {
+
+// Absolute path of a file under the source tree, e.g. source_path("tests/data/x.bin").
+std::string source_path(const std::string& relative);
+// The shared/ folder beside the checkout (../shared), or "" if absent.
+std::string shared_dir();
+// Path of the built `lmstack` binary.
+std::string lmstack_binary();
+// A fresh empty directory under the system temp dir, unique to this process and name.
+std::string temp_dir(const std::string& name);
+// Runs a shell command, returns its exit status and captures stdout (+ stderr if asked).
+int run_command(const std::string& command, std::string* output, bool merge_stderr = true);
+
+// Fails with the worst element (index, both values, difference) if any |a-b| exceeds
+// atol + rtol * |b|.
+::testing::AssertionResult all_close(const std::vector<float>& actual,
+                                     const std::vector<float>& expected, double rtol, double atol);
+
+}  // namespace lmstack::test
