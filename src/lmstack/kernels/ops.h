@@ -1,0 +1,121 @@
+// The compute ops of lmstack, one declaration and contract each. Model, train and serve code
+// call only these; each op dispatches at run time (cpu_features()) to the best CPU variant,
+// and each has a scalar reference in ops_ref.h that tests compare every variant against.
+//
+// Conventions. Activations are f32, row-major, contiguous. Weight matrices are Tensors of
+// shape [N, K] (out_features x in_features, the layout of a Hugging Face nn.Linear weight) in
+// f32, bf16 or f16; a linear layer computes y = x · Wᵀ. Dimension letters: M rows of
+// activations (tokens), N output features, K input features; T tokens, H query heads,
+// Hkv key/value heads, D head dim. Every op that takes a ThreadPool parallelizes over it;
+// the others are cheap enough to run on the calling thread (callers may split rows).
+// Thread safety: ops keep no state between calls.
+#pragma once
+
+#include <cstdint>
+
+#include "lmstack/core/tensor.h"
+#include "lmstack/core/thread_pool.h"
+
+namespace lmstack::kernels {
+
+// ---- matrix products -----------------------------------------------------------------
+
+// y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias[N] if not null) (+ y if accumulate).
+// w: 2-D Tensor, f32 | bf16 | f16 (block-quantized types are the quant issue's). For M == 1
+// this is a GEMV and is bandwidth-bound; for large M it is compute-bound.
+void linear(ThreadPool& pool, float* y, const float* x, const Tensor& w, int64_t m,
+            const float* bias = nullptr, bool accumulate = false);
+
+// General f32 GEMM, BLAS semantics with row-major storage:
+// C[M, N] = alpha · op(A) · op(B) + beta · C, op(A) is [M, K] (A stored [K, M] if trans_a),
+// op(B) is [K, N] (B stored [N, K] if trans_b); lda/ldb/ldc are row strides in elements.
+// Training uses it for the backward products dX = dY · W and dW = dYᵀ · X.
+void gemm_f32(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+              float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+              float* c, int64_t ldc);
+
+// ---- normalization -------------------------------------------------------------------
+
+// y[r, :] = x[r, :] / sqrt(mean(x[r, :]²) + eps) * weight   (Zhang & Sennrich 2019).
+// y may alias x.
+void rmsnorm(float* y, const float* x, const float* weight, int64_t rows, int64_t dim, float eps);
+
+// y[r, :] = (x - mean) / sqrt(var + eps) * gamma + beta, biased variance (Ba et al. 2016).
+// beta may be null. y may alias x.
+void layernorm(float* y, const float* x, const float* gamma, const float* beta, int64_t rows,
+               int64_t dim, float eps);
+
+// ---- position encoding ---------------------------------------------------------------
+
+enum class RopeStyle : uint8_t {
+  kRotateHalf,   // pairs (i, i + rotary_dim/2): Llama/Qwen/Mistral as in Hugging Face
+  kInterleaved,  // pairs (2i, 2i + 1): GPT-J / original RoFormer
+};
+
+// Rotates, in place, the first rotary_dim dims of each head of x[T, heads, head_dim] by
+// angle positions[t] * inv_freq[i], i < rotary_dim/2 (Su et al. 2021, RoFormer eq. 34).
+void rope(float* x, const int32_t* positions, int64_t tokens, int heads, int head_dim,
+          int rotary_dim, const float* inv_freq, RopeStyle style);
+
+// inv_freq[i] = theta^(-2i / rotary_dim) for i < rotary_dim/2, then the scaling of
+// `scaling_type`: "default" (none), "linear" (divide by factor), or "llama3" (Llama 3.1:
+// wavelengths above original_max_position / low_freq_factor divided by factor, below
+// original_max_position / high_freq_factor kept, smooth interpolation between).
+void rope_inv_freq(float* inv_freq, int rotary_dim, float theta, const char* scaling_type,
+                   float factor, float low_freq_factor, float high_freq_factor,
+                   int original_max_position);
+
+// ---- activations and elementwise ------------------------------------------------------
+
+// out[i] = silu(gate[i]) * up[i], silu(z) = z / (1 + e^-z) (SwiGLU, Shazeer 2020).
+void silu_mul(float* out, const float* gate, const float* up, int64_t n);
+// y[i] = 0.5 x (1 + tanh(√(2/π)(x + 0.044715 x³))) (GPT-2's "gelu_new"). y may alias x.
+void gelu_tanh(float* y, const float* x, int64_t n);
+// y[i] += x[i]
+void add_inplace(float* y, const float* x, int64_t n);
+// Row-wise numerically stable softmax, in place.
+void softmax_rows(float* x, int64_t rows, int64_t dim);
+
+// out[t, :] = table[ids[t], :] as f32; table is [V, C] in f32 | bf16 | f16.
+// Throws RequestError naming the id if any ids[t] is outside [0, V).
+void embedding_lookup(float* out, const Tensor& table, const int32_t* ids, int64_t tokens);
+
+// ---- attention over a paged KV cache --------------------------------------------------
+
+// One layer's KV pool: k and v each [num_blocks, block_size, Hkv, D] f32. A token stored
+// at slot s lives in block s / block_size, row s % block_size.
+struct PagedKv {
+  float* k = nullptr;
+  float* v = nullptr;
+  int64_t num_blocks = 0;
+  int block_size = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+};
+
+// Writes k[T, Hkv, D] and v[T, Hkv, D] to the pool at slots[t].
+void kv_write(const PagedKv& kv, const float* k, const float* v, const int32_t* slots,
+              int64_t tokens);
+
+// A flattened batch of sequences for attention. Sequence s owns query rows
+// [query_start[s], query_start[s+1]) and, after this step's kv_write, context_len[s] tokens
+// of KV whose blocks are block_table[s * max_blocks_per_seq + j]. Its queries are the last
+// q_len = query_start[s+1] - query_start[s] tokens of its context, so query i (0-based)
+// sits at position context_len[s] - q_len + i and attends causally to positions <= that.
+// This one description covers prefill, decode, chunked prefill and mixes of them.
+struct AttentionBatch {
+  int num_seqs = 0;
+  const int32_t* query_start = nullptr;  // [num_seqs + 1]
+  const int32_t* context_len = nullptr;  // [num_seqs]
+  const int32_t* block_table = nullptr;  // [num_seqs, max_blocks_per_seq]
+  int max_blocks_per_seq = 0;
+};
+
+// out[T, H, D] = softmax(q · Kᵀ · scale + causal mask) · V per head, with query head h
+// reading kv head h / (H / Hkv) (GQA; MQA when Hkv = 1). Uses a tiled online-softmax
+// (FlashAttention, Dao et al. 2022) for long query runs and splits long contexts across
+// threads for decode (flash-decoding).
+void paged_attention(ThreadPool& pool, float* out, const float* q, const PagedKv& kv,
+                     const AttentionBatch& batch, int heads, float scale);
+
+}  // namespace lmstack::kernels

@@ -1,0 +1,70 @@
+// ModelConfig: the architecture-independent description of a decoder-only transformer, read
+// from a Hugging Face config.json. New llama-like models need only new flags here (the
+// CTranslate2 "spec" idea); model/decoder.cc runs every architecture from these fields.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lmstack/core/dtype.h"
+#include "lmstack/core/json.h"
+
+namespace lmstack::model {
+
+enum class Arch : uint8_t { kLlama, kMistral, kQwen2, kQwen3, kGpt2 };
+enum class NormKind : uint8_t { kRmsNorm, kLayerNorm };
+enum class MlpKind : uint8_t { kSwiGlu, kGeluTanh };  // gate/up/down vs fc/proj
+
+// rope_scaling from config.json. "default" = no scaling; "llama3" = Llama 3.1's frequency-
+// dependent scaling; "linear" = positions divided by factor.
+struct RopeScaling {
+  std::string type = "default";
+  float factor = 1.0f;
+  float low_freq_factor = 1.0f;
+  float high_freq_factor = 4.0f;
+  int original_max_position = 8192;
+};
+
+struct ModelConfig {
+  std::string architecture;  // HF class name, e.g. "LlamaForCausalLM"
+  Arch arch = Arch::kLlama;
+  int vocab_size = 0;
+  int hidden_size = 0;
+  int intermediate_size = 0;
+  int num_layers = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;  // == num_heads for MHA, 1 for MQA
+  int head_dim = 0;      // hidden_size / num_heads unless config.json says otherwise
+  int max_position = 0;  // max_position_embeddings (n_positions for gpt2)
+  float norm_eps = 1e-5f;
+  float rope_theta = 10000.0f;
+  RopeScaling rope_scaling;
+  bool tie_word_embeddings = false;
+  NormKind norm = NormKind::kRmsNorm;
+  MlpKind mlp = MlpKind::kSwiGlu;
+  bool qkv_bias = false;           // Qwen2: biases on q/k/v projections
+  bool o_bias = false;             // GPT-2: bias on the output projection
+  bool mlp_bias = false;           // GPT-2: biases in the MLP
+  bool qk_norm = false;            // Qwen3: RMSNorm on q and k per head
+  bool learned_positions = false;  // GPT-2: wpe instead of RoPE
+  DType dtype = DType::kF32;       // torch_dtype of the stored weights
+  int bos_token_id = -1;
+  std::vector<int> eos_token_ids;
+
+  // Parses config.json (HF field names per architecture). Throws ConfigError naming `source`
+  // and the field for a missing/mistyped field, an unknown architecture (listing the known
+  // ones), or an impossible shape (heads not dividing hidden size, kv heads not dividing heads).
+  static ModelConfig from_json(const Json& j, const std::string& source);
+  // Writes config.json in HF form (round-trips through from_json).
+  Json to_json() const;
+
+  int q_dim() const { return num_heads * head_dim; }
+  int kv_dim() const { return num_kv_heads * head_dim; }
+  // Parameters by the formula of calc (embedding, attention, MLP, norms, lm_head).
+  int64_t num_parameters() const;
+};
+
+// The architectures from_json accepts, by HF class name.
+std::vector<std::string> known_architectures();
+
+}  // namespace lmstack::model

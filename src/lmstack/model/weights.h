@@ -1,0 +1,38 @@
+// ModelWeights: every parameter of a decoder, as Tensors shaped like Hugging Face's
+// nn.Linear weights ([out_features, in_features]). Large matrices are views of the
+// memory-mapped safetensors file when its layout already fits (f32/bf16/f16, [out, in]);
+// GPT-2's Conv1D weights ([in, out], fused c_attn) are transposed and split once at load.
+// Norm weights and biases are always f32 (small; converted at load). Unused fields are
+// undefined Tensors (Tensor::defined() == false).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lmstack/core/tensor.h"
+#include "lmstack/model/config.h"
+
+namespace lmstack::model {
+
+struct LayerWeights {
+  Tensor attn_norm, attn_norm_bias;  // [C] f32 (bias: LayerNorm only)
+  Tensor wq, wk, wv, wo;             // [H*D, C], [Hkv*D, C], [Hkv*D, C], [C, H*D]
+  Tensor bq, bk, bv, bo;             // [H*D], [Hkv*D], [Hkv*D], [C] f32 when present
+  Tensor q_norm, k_norm;             // [D] f32 (Qwen3)
+  Tensor mlp_norm, mlp_norm_bias;    // [C] f32
+  Tensor w_gate, w_up, w_down;       // [F, C], [F, C], [C, F] (GELU MLPs have no w_gate)
+  Tensor b_up, b_down;               // [F], [C] f32 (GPT-2)
+};
+
+struct ModelWeights {
+  Tensor embed;      // [V, C]
+  Tensor pos_embed;  // [max_position, C] (GPT-2 only)
+  std::vector<LayerWeights> layers;
+  Tensor final_norm, final_norm_bias;  // [C] f32
+  Tensor lm_head;                      // [V, C]; shares embed's storage when embeddings are tied
+
+  // Bytes of all parameter storage (mapped or allocated), counting tied tensors once.
+  int64_t bytes() const;
+};
+
+}  // namespace lmstack::model
