@@ -1,0 +1,24 @@
+// The variant tables of the matrix-product ops (linear, gemm_f32), best first, ending with
+// the single-threaded reference. ops.h's linear() / gemm_f32() dispatch to the first
+// supported entry; tests and benchmarks enumerate them to compare and measure each one.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "lmstack/core/tensor.h"
+#include "lmstack/core/thread_pool.h"
+#include "lmstack/kernels/variant.h"
+
+namespace lmstack::kernels {
+
+using LinearFn = void(ThreadPool& pool, float* y, const float* x, const Tensor& w, int64_t m,
+                      const float* bias, bool accumulate);
+using GemmF32Fn = void(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                       int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+                       int64_t ldb, float beta, float* c, int64_t ldc);
+
+std::span<const KernelVariant<LinearFn>> linear_variants();
+std::span<const KernelVariant<GemmF32Fn>> gemm_f32_variants();
+
+}  // namespace lmstack::kernels
