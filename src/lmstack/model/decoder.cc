@@ -1,0 +1,203 @@
+// The generic decoder forward (see decoder.h). Per layer, pre-norm residual blocks:
+//   x += Wo · Attn(RoPE(Wq·n1(x)), RoPE(Wk·n1(x)), Wv·n1(x))      (Vaswani et al. 2017)
+//   x += Wdown · (silu(Wgate·n2(x)) ⊙ Wup·n2(x))   [SwiGLU]  or  Wproj · gelu(Wfc·n2(x)) [GPT-2]
+// then logits = lm_head · norm(x) for the requested rows only. Names of the intermediate
+// buffers (h, q, k, v, attn, gate, up) follow the HF modules they mirror.
+#include "lmstack/model/decoder.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "lmstack/core/error.h"
+#include "lmstack/core/timer.h"
+#include "lmstack/kernels/ops.h"
+
+namespace lmstack::model {
+namespace {
+
+const float* ptr_or_null(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
+
+}  // namespace
+
+void ForwardBatch::add_sequence(const std::vector<int32_t>& new_tokens, int num_cached,
+                                const std::vector<int32_t>& blocks, int block_size,
+                                bool want_logits, bool all_logits) {
+  const int n = static_cast<int>(new_tokens.size());
+  LMSTACK_CHECK(n > 0, "a sequence in a batch needs at least one new token");
+  LMSTACK_CHECK(static_cast<int64_t>(blocks.size()) * block_size >= num_cached + n,
+                "{} blocks of {} cannot hold {} tokens", blocks.size(), block_size, num_cached + n);
+  if (query_start.empty()) query_start.push_back(0);
+  const int first_row = query_start.back();
+  for (int i = 0; i < n; ++i) {
+    const int pos = num_cached + i;
+    tokens.push_back(new_tokens[static_cast<size_t>(i)]);
+    positions.push_back(pos);
+    slots.push_back(blocks[static_cast<size_t>(pos / block_size)] * block_size + pos % block_size);
+    if (all_logits) logit_rows.push_back(first_row + i);
+  }
+  if (want_logits && !all_logits) logit_rows.push_back(first_row + n - 1);
+  query_start.push_back(first_row + n);
+  context_len.push_back(num_cached + n);
+  // Re-pack the block table when this sequence needs more columns than the others.
+  const int width = std::max(max_blocks_per_seq, static_cast<int>(blocks.size()));
+  if (width != max_blocks_per_seq) {
+    std::vector<int32_t> wider(static_cast<size_t>(width) * (context_len.size() - 1), 0);
+    for (size_t s = 0; s + 1 < context_len.size(); ++s)
+      std::memcpy(&wider[s * static_cast<size_t>(width)],
+                  &block_table[s * static_cast<size_t>(max_blocks_per_seq)],
+                  static_cast<size_t>(max_blocks_per_seq) * sizeof(int32_t));
+    block_table = std::move(wider);
+    max_blocks_per_seq = width;
+  }
+  const size_t row = block_table.size();
+  block_table.resize(row + static_cast<size_t>(width), 0);
+  std::memcpy(&block_table[row], blocks.data(), blocks.size() * sizeof(int32_t));
+}
+
+Decoder::Decoder(const ModelConfig& config, const ModelWeights& weights, ThreadPool& pool)
+    : config_(config), weights_(weights), pool_(pool) {
+  if (!config.learned_positions) {
+    inv_freq_.resize(static_cast<size_t>(config.head_dim / 2));
+    const RopeScaling& s = config.rope_scaling;
+    kernels::rope_inv_freq(inv_freq_.data(), config.head_dim, config.rope_theta, s.type.c_str(),
+                           s.factor, s.low_freq_factor, s.high_freq_factor,
+                           s.original_max_position);
+  }
+}
+
+int64_t Decoder::activation_bytes() const {
+  return static_cast<int64_t>(h_.size() + q_.size() + k_.size() + v_.size() + attn_.size() +
+                              gate_.size() + up_.size());
+}
+
+void Decoder::ensure_scratch(int64_t tokens) {
+  if (tokens <= scratch_tokens_) return;
+  const auto alloc = [&](int64_t width) {
+    return HostBuffer(static_cast<size_t>(tokens * width) * sizeof(float),
+                      MemoryCategory::kActivations);
+  };
+  const ModelConfig& c = config_;
+  h_ = alloc(std::max<int64_t>(c.hidden_size, c.q_dim()));
+  q_ = alloc(c.q_dim());
+  k_ = alloc(c.kv_dim());
+  v_ = alloc(c.kv_dim());
+  attn_ = alloc(c.q_dim());
+  gate_ = alloc(c.intermediate_size);
+  up_ = alloc(c.intermediate_size);
+  scratch_tokens_ = tokens;
+}
+
+void Decoder::norm(float* y, const float* x, const Tensor& weight, const Tensor& bias,
+                   int64_t rows) {
+  if (config_.norm == NormKind::kLayerNorm)
+    kernels::layernorm(y, x, weight.data<float>(), ptr_or_null(bias), rows, config_.hidden_size,
+                       config_.norm_eps);
+  else
+    kernels::rmsnorm(y, x, weight.data<float>(), rows, config_.hidden_size, config_.norm_eps);
+}
+
+void Decoder::embed(const ForwardBatch& batch, float* x) {
+  const int64_t t = batch.num_tokens();
+  kernels::embedding_lookup(x, weights_.embed, batch.tokens.data(), t);
+  if (!config_.learned_positions) return;
+  for (int32_t p : batch.positions)
+    if (p < 0 || p >= config_.max_position)
+      throw_error<RequestError>("position {} is outside the model's {} learned positions", p,
+                                config_.max_position);
+  std::vector<float> pos(static_cast<size_t>(t * config_.hidden_size));
+  kernels::embedding_lookup(pos.data(), weights_.pos_embed, batch.positions.data(), t);
+  kernels::add_inplace(x, pos.data(), t * config_.hidden_size);
+}
+
+void Decoder::attention_block(int l, const ForwardBatch& batch, KvCache& cache, float* x) {
+  const ModelConfig& c = config_;
+  const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
+  const int64_t t = batch.num_tokens();
+  float* h = static_cast<float*>(h_.data());
+  float* q = static_cast<float*>(q_.data());
+  float* k = static_cast<float*>(k_.data());
+  float* v = static_cast<float*>(v_.data());
+  float* attn = static_cast<float*>(attn_.data());
+  norm(h, x, w.attn_norm, w.attn_norm_bias, t);
+  kernels::linear(pool_, q, h, w.wq, t, ptr_or_null(w.bq));
+  kernels::linear(pool_, k, h, w.wk, t, ptr_or_null(w.bk));
+  kernels::linear(pool_, v, h, w.wv, t, ptr_or_null(w.bv));
+  if (c.qk_norm) {  // Qwen3: RMSNorm over each head's D dims, before RoPE
+    kernels::rmsnorm(q, q, w.q_norm.data<float>(), t * c.num_heads, c.head_dim, c.norm_eps);
+    kernels::rmsnorm(k, k, w.k_norm.data<float>(), t * c.num_kv_heads, c.head_dim, c.norm_eps);
+  }
+  if (!c.learned_positions) {
+    kernels::rope(q, batch.positions.data(), t, c.num_heads, c.head_dim, c.head_dim,
+                  inv_freq_.data(), kernels::RopeStyle::kRotateHalf);
+    kernels::rope(k, batch.positions.data(), t, c.num_kv_heads, c.head_dim, c.head_dim,
+                  inv_freq_.data(), kernels::RopeStyle::kRotateHalf);
+  }
+  const kernels::PagedKv kv = cache.layer(l);
+  kernels::kv_write(kv, k, v, batch.slots.data(), t);
+  kernels::AttentionBatch ab;
+  ab.num_seqs = batch.num_seqs();
+  ab.query_start = batch.query_start.data();
+  ab.context_len = batch.context_len.data();
+  ab.block_table = batch.block_table.data();
+  ab.max_blocks_per_seq = batch.max_blocks_per_seq;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  kernels::paged_attention(pool_, attn, q, kv, ab, c.num_heads, scale);
+  kernels::linear(pool_, x, attn, w.wo, t, ptr_or_null(w.bo), /*accumulate=*/true);
+}
+
+void Decoder::mlp_block(int l, int64_t t, float* x) {
+  const ModelConfig& c = config_;
+  const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
+  float* h = static_cast<float*>(h_.data());
+  float* gate = static_cast<float*>(gate_.data());
+  float* up = static_cast<float*>(up_.data());
+  norm(h, x, w.mlp_norm, w.mlp_norm_bias, t);
+  kernels::linear(pool_, up, h, w.w_up, t, ptr_or_null(w.b_up));
+  if (c.mlp == MlpKind::kSwiGlu) {
+    kernels::linear(pool_, gate, h, w.w_gate, t);
+    kernels::silu_mul(up, gate, up, t * c.intermediate_size);
+  } else {
+    kernels::gelu_tanh(up, up, t * c.intermediate_size);
+  }
+  kernels::linear(pool_, x, up, w.w_down, t, ptr_or_null(w.b_down), /*accumulate=*/true);
+}
+
+void Decoder::forward(const ForwardBatch& batch, KvCache& cache, std::vector<float>& logits,
+                      const TraceFn& trace) {
+  const ModelConfig& c = config_;
+  const int64_t t = batch.num_tokens();
+  LMSTACK_CHECK(t > 0 && batch.positions.size() == static_cast<size_t>(t) &&
+                    batch.slots.size() == static_cast<size_t>(t),
+                "malformed batch of {} tokens", t);
+  ensure_scratch(t);
+  HostBuffer x_buf(static_cast<size_t>(t * c.hidden_size) * sizeof(float),
+                   MemoryCategory::kActivations);
+  float* x = static_cast<float*>(x_buf.data());
+  embed(batch, x);
+  const int64_t trace_row = batch.logit_rows.empty() ? t - 1 : batch.logit_rows[0];
+  for (int l = 0; l < c.num_layers; ++l) {
+    Timer timer;
+    attention_block(l, batch, cache, x);
+    mlp_block(l, t, x);
+    if (trace) {
+      double sq = 0;
+      for (int64_t i = 0; i < c.hidden_size; ++i) {
+        const double e = x[trace_row * c.hidden_size + i];
+        sq += e * e;
+      }
+      trace({l, timer.ms(), std::sqrt(sq)});
+    }
+  }
+  // Final norm and lm_head only for the rows whose logits are wanted.
+  const int64_t rows = static_cast<int64_t>(batch.logit_rows.size());
+  logits.resize(static_cast<size_t>(rows * c.vocab_size));
+  if (rows == 0) return;
+  float* h = static_cast<float*>(h_.data());
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(h + r * c.hidden_size, x + batch.logit_rows[static_cast<size_t>(r)] * c.hidden_size,
+                static_cast<size_t>(c.hidden_size) * sizeof(float));
+  norm(h, h, weights_.final_norm, weights_.final_norm_bias, rows);
+  kernels::linear(pool_, logits.data(), h, weights_.lm_head, rows);
+}
+
+}  // namespace lmstack::model

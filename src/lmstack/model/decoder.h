@@ -1,0 +1,84 @@
+// The one forward path of lmstack (DESIGN principle 3): a decoder-only transformer run over
+// a flattened batch of tokens from any number of sequences, each with its own positions and
+// KV block table. Prefill (many tokens of a sequence), decode (one token per sequence),
+// chunked prefill and any mix of them are the same call. Every architecture of config.h
+// (Llama/Mistral/Qwen2/Qwen3/GPT-2) runs here from its config flags.
+//
+// Thread safety: a Decoder owns scratch buffers; one forward at a time per Decoder.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lmstack/core/memory.h"
+#include "lmstack/core/thread_pool.h"
+#include "lmstack/model/config.h"
+#include "lmstack/model/kv_cache.h"
+#include "lmstack/model/weights.h"
+
+namespace lmstack::model {
+
+// Sequences s = 0..S-1 own token rows [query_start[s], query_start[s+1]).
+struct ForwardBatch {
+  std::vector<int32_t> tokens;       // [T] token ids
+  std::vector<int32_t> positions;    // [T] absolute positions
+  std::vector<int32_t> slots;        // [T] KV slot each token is written to
+  std::vector<int32_t> query_start;  // [S + 1]
+  std::vector<int32_t> context_len;  // [S] tokens in the KV cache after this step
+  std::vector<int32_t> block_table;  // [S * max_blocks_per_seq]
+  int max_blocks_per_seq = 0;
+  std::vector<int32_t> logit_rows;  // rows of [0, T) whose logits are wanted, in output order
+
+  int num_tokens() const { return static_cast<int>(tokens.size()); }
+  int num_seqs() const { return static_cast<int>(context_len.size()); }
+  // Appends a sequence whose first `num_cached` tokens are already in the cache and whose
+  // `new_tokens` are computed now; `blocks` must cover num_cached + new_tokens.size()
+  // tokens. When want_logits is set, the last new token's row joins logit_rows (all rows
+  // when all_logits is set).
+  void add_sequence(const std::vector<int32_t>& new_tokens, int num_cached,
+                    const std::vector<int32_t>& blocks, int block_size, bool want_logits,
+                    bool all_logits = false);
+};
+
+// Per-layer observation for `generate --trace`: hidden-state L2 norm of the first logit row
+// after the layer, and the layer's wall time.
+struct LayerTrace {
+  int layer;
+  double ms;
+  double hidden_norm;
+};
+using TraceFn = std::function<void(const LayerTrace&)>;
+
+class Decoder {
+ public:
+  // The decoder keeps references to config and weights: they must outlive it.
+  Decoder(const ModelConfig& config, const ModelWeights& weights, ThreadPool& pool);
+
+  // Runs the batch, writing its K/V into `cache`, and returns logits for batch.logit_rows:
+  // [logit_rows.size(), vocab_size] row-major in `logits` (resized). Throws RequestError for
+  // a token id outside the vocabulary or a position past max_position (GPT-2).
+  void forward(const ForwardBatch& batch, KvCache& cache, std::vector<float>& logits,
+               const TraceFn& trace = nullptr);
+
+  const ModelConfig& config() const { return config_; }
+  // Bytes of the scratch activations currently held.
+  int64_t activation_bytes() const;
+
+ private:
+  void ensure_scratch(int64_t tokens);
+  void embed(const ForwardBatch& batch, float* x);
+  void attention_block(int layer, const ForwardBatch& batch, KvCache& cache, float* x);
+  void mlp_block(int layer, int64_t tokens, float* x);
+  void norm(float* y, const float* x, const Tensor& weight, const Tensor& bias, int64_t rows);
+
+  const ModelConfig& config_;
+  const ModelWeights& weights_;
+  ThreadPool& pool_;
+  std::vector<float> inv_freq_;
+  int64_t scratch_tokens_ = 0;
+  HostBuffer h_, q_, k_, v_, attn_, gate_, up_;
+};
+
+}  // namespace lmstack::model

@@ -1,0 +1,57 @@
+// Paged KV pools and a simple block free list (see kv_cache.h).
+#include "lmstack/model/kv_cache.h"
+
+#include "lmstack/core/error.h"
+
+namespace lmstack::model {
+
+int64_t KvCache::bytes_per_token(const ModelConfig& c) {
+  return 2ll * c.num_layers * c.num_kv_heads * c.head_dim * static_cast<int64_t>(sizeof(float));
+}
+
+int64_t KvCache::blocks_for_bytes(const ModelConfig& c, int block_size, int64_t bytes) {
+  return bytes / (bytes_per_token(c) * block_size);
+}
+
+KvCache::KvCache(const ModelConfig& config, int64_t num_blocks, int block_size)
+    : num_blocks_(num_blocks),
+      block_size_(block_size),
+      kv_heads_(config.num_kv_heads),
+      head_dim_(config.head_dim) {
+  LMSTACK_CHECK(num_blocks > 0 && block_size > 0, "KV cache of {} blocks x {} tokens", num_blocks,
+                block_size);
+  const size_t pool_bytes =
+      static_cast<size_t>(num_blocks) * block_size * kv_heads_ * head_dim_ * sizeof(float);
+  for (int l = 0; l < config.num_layers; ++l) {
+    k_.emplace_back(pool_bytes, MemoryCategory::kKvCache);
+    v_.emplace_back(pool_bytes, MemoryCategory::kKvCache);
+  }
+  bytes_ = static_cast<int64_t>(pool_bytes) * 2 * config.num_layers;
+}
+
+kernels::PagedKv KvCache::layer(int index) {
+  kernels::PagedKv kv;
+  kv.k = static_cast<float*>(k_[static_cast<size_t>(index)].data());
+  kv.v = static_cast<float*>(v_[static_cast<size_t>(index)].data());
+  kv.num_blocks = num_blocks_;
+  kv.block_size = block_size_;
+  kv.kv_heads = kv_heads_;
+  kv.head_dim = head_dim_;
+  return kv;
+}
+
+BlockPool::BlockPool(int64_t num_blocks) {
+  free_.reserve(static_cast<size_t>(num_blocks));
+  for (int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
+}
+
+std::optional<int32_t> BlockPool::allocate() {
+  if (free_.empty()) return std::nullopt;
+  const int32_t b = free_.back();
+  free_.pop_back();
+  return b;
+}
+
+void BlockPool::release(int32_t block) { free_.push_back(block); }
+
+}  // namespace lmstack::model

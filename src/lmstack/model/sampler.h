@@ -1,0 +1,59 @@
+// Token sampling from logits: penalties, temperature, top-k, top-p (nucleus, Holtzman et al.
+// 2020), min-p, with a per-request seeded generator so a run is reproducible. Temperature 0
+// means greedy (argmax; ties to the lowest id). Order of operations, as in vLLM/llama.cpp:
+// penalties → temperature → top-k → top-p → min-p → sample.
+//
+// Thread safety: a Sampler holds one request's RNG; use one per request.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace lmstack::model {
+
+struct SamplingParams {
+  float temperature = 1.0f;
+  int top_k = 0;                    // 0 = off
+  float top_p = 1.0f;               // 1 = off
+  float min_p = 0.0f;               // 0 = off
+  float repetition_penalty = 1.0f;  // CTRL-style (Keskar et al. 2019): 1 = off
+  float presence_penalty = 0.0f;    // OpenAI: logit -= presence · [count > 0]
+  float frequency_penalty = 0.0f;   // OpenAI: logit -= frequency · count
+  uint64_t seed = 0;
+  int max_tokens = 256;
+  std::vector<std::string> stop;  // stop strings (may span tokens)
+  bool ignore_eos = false;
+  int logprobs = 0;  // top alternatives to report per token (0 = none)
+
+  // Throws RequestError naming the field for out-of-range values.
+  void validate() const;
+};
+
+struct TokenLogprob {
+  int32_t token;
+  float logprob;
+};
+
+struct SampleResult {
+  int32_t token = -1;
+  float logprob = 0;              // log-softmax of the chosen token (after penalties/temp)
+  std::vector<TokenLogprob> top;  // the `logprobs` most likely tokens, best first
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params);
+  // Picks the next token from `logits` (modified in place by penalties/temperature) given the
+  // tokens of the sequence so far (prompt + generated; penalties count them).
+  SampleResult sample(std::span<float> logits, std::span<const int32_t> history);
+
+ private:
+  void apply_penalties(std::span<float> logits, std::span<const int32_t> history) const;
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace lmstack::model
