@@ -11,7 +11,9 @@ set(LMSTACK_AMX_FLAGS ${LMSTACK_AVX512_FLAGS} -mamx-tile -mamx-bf16 -mamx-int8)
 function(lmstack_apply_flags target)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wno-unused-parameter
-      -Wnon-virtual-dtor -Wimplicit-fallthrough ${LMSTACK_BASE_ARCH_FLAGS}>)
+      -Wnon-virtual-dtor -Wimplicit-fallthrough ${LMSTACK_BASE_ARCH_FLAGS}
+      # GCC 12 -O3 false positives inside std::string (GCC PR 105329, PR 105651).
+      -Wno-restrict>)
   if(LMSTACK_WERROR)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
   endif()

@@ -1,0 +1,68 @@
+// Single-request generation on the one forward path: prefill the prompt in one batch, then
+// decode one token per step, sampling each from the logits, until EOS, a stop string,
+// max_tokens or the caller says stop. Text comes from the caller's incremental detokenizer,
+// so this file knows token ids only. (Many requests at once is serve's Engine; this is the
+// same Decoder::forward with a batch of one.)
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lmstack/model/decoder.h"
+#include "lmstack/model/sampler.h"
+
+namespace lmstack::model {
+
+struct GeneratedToken {
+  int32_t token;
+  std::string text;  // text released by this token (may be empty: partial UTF-8, held stop)
+  SampleResult sample;
+};
+
+struct GenerateCallbacks {
+  // Incremental detokenizer: text completed by this token (complete UTF-8 only).
+  std::function<std::string(int32_t)> detokenize;
+  // Called per generated token; return false to stop (e.g. Ctrl-C).
+  std::function<bool(const GeneratedToken&)> on_token;
+  // When set, receives the logits of every prompt position (after prefill) and of every
+  // decode step, row by row ([vocab] floats each), for --dump-logits.
+  std::function<void(const float* logits, int vocab)> on_logits;
+  TraceFn trace;  // per-layer trace of the prefill (generate --trace)
+};
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;  // generated ids (EOS excluded)
+  std::string text;             // all emitted text
+  std::string finish_reason;    // "stop" (EOS or stop string), "length", "cancelled"
+  int prompt_tokens = 0;
+  double prefill_seconds = 0;
+  double decode_seconds = 0;       // all decode steps, sampling included
+  std::vector<float> last_logits;  // logits that chose the first generated token
+};
+
+class Generator {
+ public:
+  // Allocates a KV cache for `max_context` tokens (prompt + generated). Config and weights
+  // must outlive the generator.
+  Generator(const ModelConfig& config, const ModelWeights& weights, ThreadPool& pool,
+            int max_context, int block_size = 16);
+
+  // Throws RequestError when prompt + max_tokens exceed max_context or the prompt is empty.
+  GenerateResult generate(const std::vector<int32_t>& prompt, const SamplingParams& params,
+                          const std::vector<int32_t>& eos_ids, const GenerateCallbacks& callbacks);
+
+  int max_context() const { return max_context_; }
+  int64_t kv_cache_bytes() const { return cache_.bytes(); }
+  const Decoder& decoder() const { return decoder_; }
+
+ private:
+  const ModelConfig& config_;
+  Decoder decoder_;
+  int max_context_;
+  int block_size_;
+  KvCache cache_;
+};
+
+}  // namespace lmstack::model
