@@ -1,7 +1,14 @@
-// linear() and gemm_f32() dispatch: the variant tables and the run-time choice among them.
+// linear(): the variant table and the two regimes behind each variant. Decode-sized M
+// (<= kGemvMaxRows) is bandwidth-bound: a GEMV kernel streams each weight row once for all
+// M rows, the N rows split in contiguous ranges across threads (one core cannot saturate
+// DRAM here). Larger M is compute-bound: the blocked GEMM of gemm_driver.cc, which converts
+// bf16/f16 weights to f32 panels once per call and runs an f32 FMA microkernel.
+#include <algorithm>
 #include <span>
 
 #include "lmstack/core/cpu_features.h"
+#include "lmstack/core/error.h"
+#include "lmstack/kernels/gemm_kernels.h"
 #include "lmstack/kernels/linear_variants.h"
 #include "lmstack/kernels/ops.h"
 #include "lmstack/kernels/ops_ref.h"
@@ -9,42 +16,86 @@
 namespace lmstack::kernels {
 namespace {
 
-bool always() { return true; }
+// Up to this M the GEMV streams weights at DRAM speed with compute to spare (M x 16 FMAs
+// per 16 weights); above it the GEMM's register tiling wins (bench/kernels/gemm_bench.cc).
+constexpr int64_t kGemvMaxRows = 8;
+
+using GemvFn = void(WeightType, const void*, int64_t, int64_t, int64_t, const float*, int64_t,
+                    float*, int64_t, const float*, bool);
+
+WeightType weight_type(const Tensor& w) {
+  LMSTACK_CHECK(w.rank() == 2, "linear: weight must be 2-D, got {}", w.shape().str());
+  switch (w.dtype()) {
+    case DType::kF32:
+      return WeightType::kF32;
+    case DType::kBF16:
+      return WeightType::kBF16;
+    case DType::kF16:
+      return WeightType::kF16;
+    default:
+      break;
+  }
+  LMSTACK_CHECK(false, "linear: unsupported weight dtype {}", dtype_name(w.dtype()));
+  return WeightType::kF32;
+}
+
+void linear_with(GemvFn* gemv, const GemmIsa& isa, ThreadPool& pool, float* y, const float* x,
+                 const Tensor& w, int64_t m, const float* bias, bool accumulate) {
+  const WeightType wt = weight_type(w);
+  const int64_t n = w.dim(0), k = w.dim(1);
+  if (m <= 0 || n <= 0) return;
+  if (m <= kGemvMaxRows || k == 0) {
+    // Blocks of 4 rows so thread ranges start on the kernel's row blocks.
+    const int64_t blocks = (n + 3) / 4;
+    pool.parallel_for(
+        blocks,
+        [&](int64_t b0, int64_t b1) {
+          gemv(wt, w.raw_data(), k, b0 * 4, std::min(n, b1 * 4), x, m, y, n, bias, accumulate);
+        },
+        16);
+    return;
+  }
+  if (bias) {  // fold the bias into C so the microkernel only stores or adds
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < n; ++j) y[r * n + j] = (accumulate ? y[r * n + j] : 0.0f) + bias[j];
+    accumulate = true;
+  }
+  gemm_blocked(pool, isa, m, n, k, 1.0f, x, k, false, wt, w.raw_data(), k, true, y, n, accumulate);
+}
+
+void linear_avx512(ThreadPool& pool, float* y, const float* x, const Tensor& w, int64_t m,
+                   const float* bias, bool accumulate) {
+  linear_with(gemv_avx512, kGemmIsaAvx512, pool, y, x, w, m, bias, accumulate);
+}
+
+void linear_avx2(ThreadPool& pool, float* y, const float* x, const Tensor& w, int64_t m,
+                 const float* bias, bool accumulate) {
+  linear_with(gemv_avx2, kGemmIsaAvx2, pool, y, x, w, m, bias, accumulate);
+}
 
 void linear_ref_variant(ThreadPool&, float* y, const float* x, const Tensor& w, int64_t m,
                         const float* bias, bool accumulate) {
   ref::linear(y, x, w, m, bias, accumulate);
 }
 
-void gemm_ref_variant(ThreadPool&, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                      float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
-                      float beta, float* c, int64_t ldc) {
-  ref::gemm_f32(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
+bool avx512_ok() { return cpu_features().has_avx512(); }
+bool avx2_ok() { return cpu_features().has_avx2_fma(); }
+bool always() { return true; }
 
 constexpr KernelVariant<LinearFn> kLinearVariants[] = {
+    {"avx512", linear_avx512, avx512_ok},
+    {"avx2", linear_avx2, avx2_ok},
     {"ref", linear_ref_variant, always},
-};
-constexpr KernelVariant<GemmF32Fn> kGemmVariants[] = {
-    {"ref", gemm_ref_variant, always},
 };
 
 }  // namespace
 
 std::span<const KernelVariant<LinearFn>> linear_variants() { return kLinearVariants; }
-std::span<const KernelVariant<GemmF32Fn>> gemm_f32_variants() { return kGemmVariants; }
 
 void linear(ThreadPool& pool, float* y, const float* x, const Tensor& w, int64_t m,
             const float* bias, bool accumulate) {
   static LinearFn* const fn = pick_variant(linear_variants());
   fn(pool, y, x, w, m, bias, accumulate);
-}
-
-void gemm_f32(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-              float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-              float* c, int64_t ldc) {
-  static GemmF32Fn* const fn = pick_variant(gemm_f32_variants());
-  fn(pool, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace lmstack::kernels

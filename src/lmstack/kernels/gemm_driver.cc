@@ -1,0 +1,117 @@
+// The blocked GEMM driver (Goto & van de Geijn 2008; the BLIS loop nest) shared by linear()
+// for prefill and by gemm_f32(). op(A) is packed once per call into MR-row panels (alpha
+// folded in); then each thread takes a range of N panels (or of M panels when N is too
+// narrow to split) and, per NC x KC block of B, packs it into NR-column f32 panels (the
+// bf16/f16 conversion happens here, once per element per call) and sweeps the microkernel
+// over it. KC = 256 keeps an MR x KC A panel (14 KiB) in L1 and a KC x NC B block (512 KiB)
+// in L2 (2 MiB per core here).
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "lmstack/core/thread_pool.h"
+#include "lmstack/kernels/gemm_kernels.h"
+
+namespace lmstack::kernels {
+namespace {
+
+constexpr int64_t kKc = 256;
+constexpr int64_t kNc = 512;
+
+// A 64-byte aligned scratch area of at least n floats, reused by this thread across calls
+// (allocating per call would page-fault megabytes each time).
+float* scratch(std::vector<float>& buf, int64_t n) {
+  if (static_cast<int64_t>(buf.size()) < n + 16) buf.resize(static_cast<size_t>(n + 16));
+  const auto addr = reinterpret_cast<uintptr_t>(buf.data());
+  return buf.data() + ((64 - addr % 64) % 64) / sizeof(float);
+}
+
+// Panel ip of op(A): rows [ip*MR, ip*MR + MR) for all K steps, ap[kk * MR + ii] * alpha.
+void pack_a_panel(int mr_max, int64_t m, int64_t k, float alpha, const float* a, int64_t lda,
+                  bool trans_a, int64_t ip, float* ap) {
+  const int64_t i0 = ip * mr_max, rows = std::min<int64_t>(mr_max, m - i0);
+  if (trans_a) {
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const float* src = a + kk * lda + i0;
+      for (int64_t ii = 0; ii < mr_max; ++ii)
+        ap[kk * mr_max + ii] = ii < rows ? alpha * src[ii] : 0;
+    }
+    return;
+  }
+  for (int64_t ii = 0; ii < mr_max; ++ii) {
+    const float* src = a + (i0 + ii) * lda;
+    for (int64_t kk = 0; kk < k; ++kk) ap[kk * mr_max + ii] = ii < rows ? alpha * src[kk] : 0;
+  }
+}
+
+struct Job {
+  const GemmIsa* isa;
+  int64_t m, n, k;
+  const float* ap;  // packed A: panel ip at ap + ip * k * MR
+  WeightType bt;
+  const void* b;
+  int64_t ldb;
+  bool b_nt;
+  float* c;
+  int64_t ldc;
+  bool add;
+};
+
+// M panels [ip0, ip1) x columns [j0, j1) of C.
+void run_block(const Job& job, int64_t ip0, int64_t ip1, int64_t j0, int64_t j1) {
+  thread_local std::vector<float> b_buf;
+  const GemmIsa& isa = *job.isa;
+  const int64_t mr = isa.mr, nr = isa.nr;
+  float* bp = scratch(b_buf, kKc * (kNc + nr));
+  for (int64_t jc = j0; jc < j1; jc += kNc) {
+    const int64_t nc = std::min(kNc, j1 - jc);
+    for (int64_t pc = 0; pc < job.k; pc += kKc) {
+      const int64_t kc = std::min(kKc, job.k - pc);
+      if (job.b_nt)
+        isa.pack_b_nt(job.bt, job.b, job.ldb, jc, nc, pc, kc, bp);
+      else
+        isa.pack_b_nn(static_cast<const float*>(job.b), job.ldb, jc, nc, pc, kc, bp);
+      const bool add = job.add || pc > 0;
+      for (int64_t ip = ip0; ip < ip1; ++ip) {
+        const float* ap = job.ap + ip * job.k * mr + pc * mr;
+        const int rows = static_cast<int>(std::min(mr, job.m - ip * mr));
+        for (int64_t jr = 0; jr < nc; jr += nr) {
+          const int cols = static_cast<int>(std::min(nr, nc - jr));
+          isa.micro(kc, ap, bp + jr / nr * kc * nr, job.c + ip * mr * job.ldc + jc + jr, job.ldc,
+                    rows, cols, add);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void gemm_blocked(ThreadPool& pool, const GemmIsa& isa, int64_t m, int64_t n, int64_t k,
+                  float alpha, const float* a, int64_t lda, bool trans_a, WeightType bt,
+                  const void* b, int64_t ldb, bool b_nt, float* c, int64_t ldc, bool add) {
+  if (m <= 0 || n <= 0 || k <= 0) return;
+  thread_local std::vector<float> a_buf;
+  const int64_t mp = (m + isa.mr - 1) / isa.mr, np = (n + isa.nr - 1) / isa.nr;
+  float* ap = scratch(a_buf, mp * isa.mr * k);
+  pool.parallel_for(mp, [&](int64_t begin, int64_t end) {
+    for (int64_t ip = begin; ip < end; ++ip)
+      pack_a_panel(isa.mr, m, k, alpha, a, lda, trans_a, ip, ap + ip * k * isa.mr);
+  });
+  const Job job{&isa, m, n, k, ap, bt, b, ldb, b_nt, c, ldc, add};
+  const int64_t threads = pool.num_threads();
+  // Split N when every thread gets at least two panels (each thread then converts only its
+  // own slice of B), else split M (each thread packs all of B, which is then small).
+  const bool split_n = np >= 2 * threads || mp < threads;
+  pool.run_on_all([&](int t) {
+    if (split_n) {
+      const int64_t p0 = np * t / threads, p1 = np * (t + 1) / threads;
+      if (p0 < p1) run_block(job, 0, mp, p0 * isa.nr, std::min(n, p1 * isa.nr));
+    } else {
+      const int64_t p0 = mp * t / threads, p1 = mp * (t + 1) / threads;
+      if (p0 < p1) run_block(job, p0, p1, 0, n);
+    }
+  });
+}
+
+}  // namespace lmstack::kernels

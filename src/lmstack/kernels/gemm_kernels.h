@@ -1,0 +1,60 @@
+// Leaf kernels of the matrix products, one set per instruction set, over raw pointers only:
+// they are compiled with ISA flags (*_avx512.cc) and must stay free of STL and threading,
+// which live in the baseline files linear.cc / gemm_driver.cc. Dimension letters: M rows of
+// activations, N output features, K the reduction; "nt" B is stored [N, K] (a weight),
+// "nn" B is stored [K, N].
+#pragma once
+
+#include <cstdint>
+
+namespace lmstack {
+class ThreadPool;
+}
+
+namespace lmstack::kernels {
+
+// Weight element types the kernels read (converted to f32 in registers).
+enum class WeightType : int { kF32 = 0, kBF16 = 1, kF16 = 2 };
+
+// ---- GEMV (decode): y[r, j] for j in [n_begin, n_end), r < m ----------------------------
+// y[r * ldy + j] = sum_i x[r * k + i] * w[j * k + i] (+ bias[j]) (+ y[r * ldy + j] if
+// accumulate). Streams each weight row once for all m rows (m <= 4 per pass over a row block).
+void gemv_avx512(WeightType wt, const void* w, int64_t k, int64_t n_begin, int64_t n_end,
+                 const float* x, int64_t m, float* y, int64_t ldy, const float* bias,
+                 bool accumulate);
+void gemv_avx2(WeightType wt, const void* w, int64_t k, int64_t n_begin, int64_t n_end,
+               const float* x, int64_t m, float* y, int64_t ldy, const float* bias,
+               bool accumulate);
+
+// ---- blocked GEMM (prefill, training) ---------------------------------------------------
+// Packed layouts. A panel: MR rows of op(A) for kc steps, ap[kk * MR + ii]. B panel: NR
+// columns of op(B) for kc steps, bp[kk * NR + jj]. Rows/columns past the matrix are zero.
+//
+// pack_b_nt: columns [n0, n0 + nc) and steps [k0, k0 + kc) of B stored [N, K] with row
+// stride ldb (elements), as ceil(nc / NR) consecutive panels of kc * NR floats.
+// pack_b_nn: the same from f32 B stored [K, N].
+// micro: c[ii * ldc + jj] (+)= sum_kk ap[kk * MR + ii] * bp[kk * NR + jj] for ii < mr,
+// jj < nr; `add` selects += over =.
+struct GemmIsa {
+  const char* name;
+  int mr, nr;
+  void (*pack_b_nt)(WeightType wt, const void* b, int64_t ldb, int64_t n0, int64_t nc, int64_t k0,
+                    int64_t kc, float* bp);
+  void (*pack_b_nn)(const float* b, int64_t ldb, int64_t n0, int64_t nc, int64_t k0, int64_t kc,
+                    float* bp);
+  void (*micro)(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int mr, int nr,
+                bool add);
+};
+
+// The AVX-512 set (MR 14, NR 32) and the AVX2 set (MR 6, NR 16).
+extern const GemmIsa kGemmIsaAvx512;
+extern const GemmIsa kGemmIsaAvx2;
+
+// C[M, N] (+)= alpha * op(A) * op(B), blocked and threaded over `pool` with `isa`'s kernels
+// (gemm_driver.cc; a baseline file, not a leaf). A is f32 [M, K] (or [K, M] if trans_a);
+// B is [N, K] of type bt if b_nt, else f32 [K, N]. `add` selects C += over C =. k > 0.
+void gemm_blocked(ThreadPool& pool, const GemmIsa& isa, int64_t m, int64_t n, int64_t k,
+                  float alpha, const float* a, int64_t lda, bool trans_a, WeightType bt,
+                  const void* b, int64_t ldb, bool b_nt, float* c, int64_t ldc, bool add);
+
+}  // namespace lmstack::kernels

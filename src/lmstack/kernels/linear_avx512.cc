@@ -1,0 +1,136 @@
+// AVX-512 GEMV for decode: y[r, j] = x[r, :] · w[j, :] for a few rows r (M <= 4 per pass).
+// Bandwidth-bound, so the design is about the weight stream: a block of R = 4 consecutive
+// weight rows (one contiguous run of 4K elements) is read once, 16 elements per step,
+// widened to f32 in registers (bf16: zero-extend and shift left 16; f16: vcvtph2ps) and
+// multiplied into M x R accumulators with f32 FMA (vdpbf16ps is slower than FMA on this
+// machine and would need x in bf16). The next row block is software-prefetched one block
+// ahead so every DRAM page is in flight before the hardware prefetcher would find it.
+#include <immintrin.h>
+
+#include "lmstack/kernels/gemm_kernels.h"
+
+namespace lmstack::kernels {
+namespace {
+
+constexpr int kRows = 4;  // weight rows per block
+
+template <WeightType WT>
+inline __m512 load_w(const void* w, int64_t at) {
+  if constexpr (WT == WeightType::kF32) {
+    return _mm512_loadu_ps(static_cast<const float*>(w) + at);
+  } else {
+    const __m256i h =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(w) + at));
+    if constexpr (WT == WeightType::kBF16)
+      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    else
+      return _mm512_cvtph_ps(h);
+  }
+}
+
+template <WeightType WT>
+inline __m512 load_w_tail(const void* w, int64_t at, __mmask16 mask) {
+  if constexpr (WT == WeightType::kF32) {
+    return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(w) + at);
+  } else {
+    const __m256i h = _mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(w) + at);
+    if constexpr (WT == WeightType::kBF16)
+      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    else
+      return _mm512_cvtph_ps(h);
+  }
+}
+
+template <WeightType WT>
+constexpr int64_t kElemBytes = WT == WeightType::kF32 ? 4 : 2;
+
+// One block: rows [j, j + R) of w against rows [0, MT) of x; writes MT x R outputs.
+template <WeightType WT, int MT, int R>
+void gemv_block(const void* w, int64_t k, int64_t j, const float* x, float* y, int64_t ldy,
+                const float* bias, bool accumulate, bool prefetch_next) {
+  __m512 acc[MT][R];
+  for (int r = 0; r < MT; ++r)
+    for (int c = 0; c < R; ++c) acc[r][c] = _mm512_setzero_ps();
+  const char* next = static_cast<const char*>(w) + (j + R) * k * kElemBytes<WT>;
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16) {
+    __m512 xv[MT];
+    for (int r = 0; r < MT; ++r) xv[r] = _mm512_loadu_ps(x + r * k + i);
+    for (int c = 0; c < R; ++c) {
+      if (prefetch_next && (i % (64 / kElemBytes<WT>)) == 0)  // one prefetch per 64 B line
+        _mm_prefetch(next + (c * k + i) * kElemBytes<WT>, _MM_HINT_T0);
+      const __m512 wv = load_w<WT>(w, (j + c) * k + i);
+      for (int r = 0; r < MT; ++r) acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
+    }
+  }
+  if (i < k) {
+    const __mmask16 mask = static_cast<__mmask16>((1u << (k - i)) - 1u);
+    __m512 xv[MT];
+    for (int r = 0; r < MT; ++r) xv[r] = _mm512_maskz_loadu_ps(mask, x + r * k + i);
+    for (int c = 0; c < R; ++c) {
+      const __m512 wv = load_w_tail<WT>(w, (j + c) * k + i, mask);
+      for (int r = 0; r < MT; ++r) acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
+    }
+  }
+  for (int r = 0; r < MT; ++r) {
+    for (int c = 0; c < R; ++c) {
+      float v = _mm512_reduce_add_ps(acc[r][c]);
+      if (bias) v += bias[j + c];
+      float& out = y[r * ldy + j + c];
+      out = accumulate ? out + v : v;
+    }
+  }
+}
+
+template <WeightType WT, int MT>
+void gemv_rows(const void* w, int64_t k, int64_t n_begin, int64_t n_end, const float* x, float* y,
+               int64_t ldy, const float* bias, bool accumulate) {
+  int64_t j = n_begin;
+  for (; j + kRows <= n_end; j += kRows)
+    gemv_block<WT, MT, kRows>(w, k, j, x, y, ldy, bias, accumulate, j + 2 * kRows <= n_end);
+  for (; j < n_end; ++j) gemv_block<WT, MT, 1>(w, k, j, x, y, ldy, bias, accumulate, false);
+}
+
+template <WeightType WT>
+void gemv_typed(const void* w, int64_t k, int64_t n_begin, int64_t n_end, const float* x, int64_t m,
+                float* y, int64_t ldy, const float* bias, bool accumulate) {
+  // Groups of up to 4 activation rows; a second group re-reads the row block from L1/L2.
+  for (int64_t r = 0; r < m; r += 4) {
+    const float* xr = x + r * k;
+    float* yr = y + r * ldy;
+    switch (m - r) {
+      case 1:
+        gemv_rows<WT, 1>(w, k, n_begin, n_end, xr, yr, ldy, bias, accumulate);
+        break;
+      case 2:
+        gemv_rows<WT, 2>(w, k, n_begin, n_end, xr, yr, ldy, bias, accumulate);
+        break;
+      case 3:
+        gemv_rows<WT, 3>(w, k, n_begin, n_end, xr, yr, ldy, bias, accumulate);
+        break;
+      default:
+        gemv_rows<WT, 4>(w, k, n_begin, n_end, xr, yr, ldy, bias, accumulate);
+        break;
+    }
+  }
+}
+
+}  // namespace
+
+void gemv_avx512(WeightType wt, const void* w, int64_t k, int64_t n_begin, int64_t n_end,
+                 const float* x, int64_t m, float* y, int64_t ldy, const float* bias,
+                 bool accumulate) {
+  switch (wt) {
+    case WeightType::kF32:
+      gemv_typed<WeightType::kF32>(w, k, n_begin, n_end, x, m, y, ldy, bias, accumulate);
+      break;
+    case WeightType::kBF16:
+      gemv_typed<WeightType::kBF16>(w, k, n_begin, n_end, x, m, y, ldy, bias, accumulate);
+      break;
+    case WeightType::kF16:
+      gemv_typed<WeightType::kF16>(w, k, n_begin, n_end, x, m, y, ldy, bias, accumulate);
+      break;
+  }
+}
+
+}  // namespace lmstack::kernels
