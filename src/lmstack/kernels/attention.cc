@@ -1,0 +1,45 @@
+// Paged attention: kv_write, the variant table and the dispatching paged_attention of ops.h.
+// The reference is attention_ref.cc.
+#include <cstring>
+
+#include "lmstack/core/error.h"
+#include "lmstack/kernels/ops.h"
+#include "lmstack/kernels/ops_ref.h"
+#include "lmstack/kernels/ops_variants.h"
+
+namespace lmstack::kernels {
+
+namespace {
+
+constexpr KernelVariant<PagedAttentionFn> kPagedAttentionVariants[] = {
+    {"ref", ref::paged_attention, always_supported},
+};
+
+}  // namespace
+
+void kv_write(const PagedKv& kv, const float* k, const float* v, const int32_t* slots,
+              int64_t tokens) {
+  const int64_t row = static_cast<int64_t>(kv.kv_heads) * kv.head_dim;
+  const int64_t num_slots = kv.num_blocks * kv.block_size;
+  for (int64_t t = 0; t < tokens; ++t) {
+    LMSTACK_CHECK(slots[t] >= 0 && slots[t] < num_slots,
+                  "kv_write: slot {} of token {} is "
+                  "outside the pool of {} slots",
+                  slots[t], t, num_slots);
+    // Slot s is block s / bs, row s % bs: with [blocks, bs, Hkv, D] that is simply row s.
+    std::memcpy(kv.k + slots[t] * row, k + t * row, static_cast<size_t>(row) * sizeof(float));
+    std::memcpy(kv.v + slots[t] * row, v + t * row, static_cast<size_t>(row) * sizeof(float));
+  }
+}
+
+std::span<const KernelVariant<PagedAttentionFn>> paged_attention_variants() {
+  return kPagedAttentionVariants;
+}
+
+void paged_attention(ThreadPool& pool, float* out, const float* q, const PagedKv& kv,
+                     const AttentionBatch& batch, int heads, float scale) {
+  static PagedAttentionFn* const fn = pick_variant(paged_attention_variants());
+  fn(pool, out, q, kv, batch, heads, scale);
+}
+
+}  // namespace lmstack::kernels

@@ -1,0 +1,107 @@
+// Rotary position embedding (Su et al. 2021, RoFormer §3.4.2 eq. 34): the inverse-frequency
+// table with its scalings, the scalar reference rotation, the variant table and dispatch.
+// Angles follow Hugging Face: angle = f32(position) * inv_freq in f32, then cos/sin (here in
+// double, rounded once), out = x·cos + rotate(x)·sin with the pair convention of RopeStyle.
+#include <cmath>
+#include <cstring>
+#include <numbers>
+#include <string>
+#include <vector>
+
+#include "lmstack/core/error.h"
+#include "lmstack/kernels/ops.h"
+#include "lmstack/kernels/ops_ref.h"
+#include "lmstack/kernels/ops_variants.h"
+
+namespace lmstack::kernels {
+
+namespace ref {
+
+void rope(float* x, const int32_t* positions, int64_t tokens, int heads, int head_dim,
+          int rotary_dim, const float* inv_freq, RopeStyle style) {
+  LMSTACK_CHECK(rotary_dim % 2 == 0 && rotary_dim <= head_dim, "rotary_dim {} head_dim {}",
+                rotary_dim, head_dim);
+  const int half = rotary_dim / 2;
+  std::vector<float> cos_t(static_cast<size_t>(half)), sin_t(static_cast<size_t>(half));
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int i = 0; i < half; ++i) {
+      const float angle = static_cast<float>(positions[t]) * inv_freq[i];
+      cos_t[static_cast<size_t>(i)] = static_cast<float>(std::cos(static_cast<double>(angle)));
+      sin_t[static_cast<size_t>(i)] = static_cast<float>(std::sin(static_cast<double>(angle)));
+    }
+    for (int h = 0; h < heads; ++h) {
+      float* xh = x + (t * heads + h) * head_dim;
+      for (int i = 0; i < half; ++i) {
+        // Rotate-half pairs (i, i + half); interleaved pairs (2i, 2i + 1).
+        const int a = style == RopeStyle::kRotateHalf ? i : 2 * i;
+        const int b = style == RopeStyle::kRotateHalf ? i + half : 2 * i + 1;
+        const float c = cos_t[static_cast<size_t>(i)], s = sin_t[static_cast<size_t>(i)];
+        const float xa = xh[a], xb = xh[b];
+        xh[a] = xa * c - xb * s;
+        xh[b] = xb * c + xa * s;
+      }
+    }
+  }
+}
+
+}  // namespace ref
+
+namespace {
+
+constexpr KernelVariant<RopeFn> kRopeVariants[] = {
+    {"ref", ref::rope, always_supported},
+};
+
+// Llama 3.1 (Hugging Face _compute_llama3_parameters): keep high frequencies, divide low
+// ones by `factor`, interpolate linearly in 1/wavelength between the two thresholds.
+double llama3_scale(double inv_freq, double factor, double low_freq_factor, double high_freq_factor,
+                    double original_max_position) {
+  const double low_freq_wavelen = original_max_position / low_freq_factor;
+  const double high_freq_wavelen = original_max_position / high_freq_factor;
+  const double wavelen = 2 * std::numbers::pi / inv_freq;
+  if (wavelen < high_freq_wavelen) return inv_freq;
+  if (wavelen > low_freq_wavelen) return inv_freq / factor;
+  const double smooth =
+      (original_max_position / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+  return (1 - smooth) * inv_freq / factor + smooth * inv_freq;
+}
+
+}  // namespace
+
+std::span<const KernelVariant<RopeFn>> rope_variants() { return kRopeVariants; }
+
+void rope(float* x, const int32_t* positions, int64_t tokens, int heads, int head_dim,
+          int rotary_dim, const float* inv_freq, RopeStyle style) {
+  static RopeFn* const fn = pick_variant(rope_variants());
+  fn(x, positions, tokens, heads, head_dim, rotary_dim, inv_freq, style);
+}
+
+void rope_inv_freq(float* inv_freq, int rotary_dim, float theta, const char* scaling_type,
+                   float factor, float low_freq_factor, float high_freq_factor,
+                   int original_max_position) {
+  const std::string type = scaling_type ? scaling_type : "default";
+  if (rotary_dim <= 0 || rotary_dim % 2 != 0)
+    throw_error<ConfigError>("rope: rotary dimension {} must be positive and even", rotary_dim);
+  if (type != "default" && type != "linear" && type != "llama3")
+    throw_error<ConfigError>(
+        "rope_scaling.rope_type '{}' is not supported (default, linear, "
+        "llama3)",
+        type);
+  if (type != "default" && !(factor > 0))
+    throw_error<ConfigError>("rope_scaling.factor {} must be positive", factor);
+  if (type == "llama3" &&
+      !(high_freq_factor > low_freq_factor && low_freq_factor > 0 && original_max_position > 0))
+    throw_error<ConfigError>(
+        "rope_scaling llama3: need high_freq_factor ({}) > low_freq_factor ({}) > 0 and "
+        "original_max_position_embeddings ({}) > 0",
+        high_freq_factor, low_freq_factor, original_max_position);
+  for (int i = 0; i < rotary_dim / 2; ++i) {
+    double f = 1.0 / std::pow(static_cast<double>(theta), 2.0 * i / rotary_dim);
+    if (type == "linear") f /= factor;
+    if (type == "llama3")
+      f = llama3_scale(f, factor, low_freq_factor, high_freq_factor, original_max_position);
+    inv_freq[i] = static_cast<float>(f);
+  }
+}
+
+}  // namespace lmstack::kernels

@@ -1,0 +1,174 @@
+// paged_attention and kv_write: the reference against hand-computed outputs, every variant
+// against the reference over prefill, decode, chunked-prefill and mixed batches (GQA, MQA,
+// MHA; head dims 32/40/64/128; block sizes 1, 7, 16; shuffled block tables; partially filled
+// blocks whose unused rows hold NaN, so reading past a context fails), and prefill of N tokens
+// against N single-token decode steps.
+// Legend: T query rows, H query heads, Hkv kv heads, D head dim.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "lmstack/kernels/ops.h"
+#include "lmstack/kernels/ops_ref.h"
+#include "lmstack/kernels/ops_variants.h"
+#include "test_util.h"
+
+namespace lmstack::kernels {
+namespace {
+
+struct SeqSpec {
+  int q_len;
+  int context_len;
+};
+
+// A batch with its own pool: K/V of every context token written through kv_write into
+// shuffled blocks of a NaN-filled pool.
+struct PagedCase {
+  int heads, kv_heads, head_dim, block_size;
+  std::vector<float> k_pool, v_pool, q;
+  std::vector<int32_t> query_start, context_len, block_table;
+  PagedKv kv;
+  AttentionBatch batch;
+  int64_t num_queries = 0;
+
+  PagedCase(int h, int hkv, int d, int bs, const std::vector<SeqSpec>& seqs, uint32_t seed)
+      : heads(h), kv_heads(hkv), head_dim(d), block_size(bs) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(-1, 1);
+    int max_blocks = 1, total_blocks = 3;  // spare blocks stay NaN
+    for (const auto& s : seqs) {
+      max_blocks = std::max(max_blocks, (s.context_len + bs - 1) / bs);
+      total_blocks += (s.context_len + bs - 1) / bs;
+    }
+    std::vector<int32_t> order(static_cast<size_t>(total_blocks));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    const size_t row = static_cast<size_t>(hkv) * d;
+    k_pool.assign(static_cast<size_t>(total_blocks) * bs * row, NAN);
+    v_pool = k_pool;
+    kv = {k_pool.data(), v_pool.data(), total_blocks, bs, hkv, d};
+    block_table.assign(seqs.size() * static_cast<size_t>(max_blocks), -1);
+    query_start.push_back(0);
+    size_t next_block = 0;
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      std::vector<int32_t> slots;
+      for (int p = 0; p < seqs[s].context_len; ++p) {
+        if (p % bs == 0)
+          block_table[s * max_blocks + static_cast<size_t>(p / bs)] = order[next_block++];
+        slots.push_back(block_table[s * max_blocks + static_cast<size_t>(p / bs)] * bs + p % bs);
+      }
+      std::vector<float> k(slots.size() * row), v(slots.size() * row);
+      for (auto& x : k) x = dist(rng);
+      for (auto& x : v) x = dist(rng);
+      kv_write(kv, k.data(), v.data(), slots.data(), static_cast<int64_t>(slots.size()));
+      query_start.push_back(query_start.back() + seqs[s].q_len);
+      context_len.push_back(seqs[s].context_len);
+    }
+    num_queries = query_start.back();
+    q.resize(static_cast<size_t>(num_queries) * h * d);
+    for (auto& x : q) x = dist(rng) * 2;  // larger scores make the softmax peakier
+    batch = {static_cast<int>(seqs.size()), query_start.data(), context_len.data(),
+             block_table.data(), max_blocks};
+  }
+
+  std::vector<float> run(PagedAttentionFn* fn, ThreadPool& pool) const {
+    std::vector<float> out(q.size(), -7.0f);
+    fn(pool, out.data(), q.data(), kv, batch, heads, 1.0f / std::sqrt(float(head_dim)));
+    return out;
+  }
+};
+
+TEST(PagedAttention, ReferenceHandComputed) {
+  // One head, D = 2, context 2 (block size 1, blocks 1 then 0), two queries (prefill).
+  std::vector<float> k = {0, 1, 1, 0}, v = {10, 20, 30, 40};  // block 0: token 1; block 1: 0
+  const std::vector<int32_t> qs = {0, 2}, ctx = {2}, table = {1, 0};
+  const PagedKv kv{k.data(), v.data(), 2, 1, 1, 2};
+  const AttentionBatch batch{1, qs.data(), ctx.data(), table.data(), 2};
+  const std::vector<float> q = {5, 5, 2, 0};
+  std::vector<float> out(4);
+  ThreadPool pool(1);
+  ref::paged_attention(pool, out.data(), q.data(), kv, batch, 1, 0.5f);
+  // Query 0 sees only token 0 (stored in block 1: k (1,0), v (30,40)).
+  // Query 1: scores 0.5·(2·1) = 1 for token 0 and 0 for token 1 (k (0,1), v (10,20)).
+  const double w0 = std::exp(1.0) / (std::exp(1.0) + 1), w1 = 1 - w0;
+  EXPECT_TRUE(
+      test::all_close(out, {30, 40, float(w0 * 30 + w1 * 10), float(w0 * 40 + w1 * 20)}, 1e-6, 0));
+}
+
+void expect_variants_match(const PagedCase& c, ThreadPool& pool, const std::string& what) {
+  const auto want = c.run(ref::paged_attention, pool);
+  for (const auto& variant : paged_attention_variants()) {
+    if (!variant.supported()) continue;
+    const auto got = c.run(variant.fn, pool);
+    EXPECT_TRUE(test::all_close(got, want, 1e-5, 2e-6))
+        << variant.name << " " << what << " H " << c.heads << " Hkv " << c.kv_heads << " D "
+        << c.head_dim << " block " << c.block_size;
+  }
+  EXPECT_TRUE(test::all_close(c.run(paged_attention, pool), want, 1e-5, 2e-6)) << "dispatch";
+}
+
+const std::vector<std::pair<std::string, std::vector<SeqSpec>>>& batches() {
+  static const std::vector<std::pair<std::string, std::vector<SeqSpec>>> b = {
+      {"prefill", {{37, 37}, {1, 1}, {70, 70}}},
+      {"decode", {{1, 600}, {1, 1}, {1, 17}, {1, 129}}},
+      {"mixed", {{5, 5}, {1, 300}, {20, 75}, {1, 2}, {33, 160}}},
+  };
+  return b;
+}
+
+TEST(PagedAttention, VariantsMatchReference) {
+  ThreadPool pool(3);
+  uint32_t seed = 1;
+  for (const auto& [name, seqs] : batches())
+    for (int d : {32, 40, 64, 128})
+      for (int bs : {16, 1, 7})
+        for (auto [h, hkv] : {std::pair{4, 4}, {8, 2}, {4, 1}})
+          expect_variants_match(PagedCase(h, hkv, d, bs, seqs, seed++), pool, name);
+}
+
+TEST(PagedAttention, LongDecodeAndLongPrefill) {
+  ThreadPool pool(4);
+  expect_variants_match(PagedCase(16, 2, 64, 16, {{1, 1500}, {1, 700}}, 7), pool, "long decode");
+  expect_variants_match(PagedCase(6, 3, 48, 16, {{300, 300}}, 8), pool, "long prefill");
+}
+
+TEST(PagedAttention, PrefillEqualsDecodeSteps) {
+  // The same sequence run as one prefill of n tokens and as n steps of one token each.
+  const int n = 45, heads = 8, kv_heads = 2, d = 64, bs = 7;
+  ThreadPool pool(2);
+  const PagedCase full(heads, kv_heads, d, bs, {{n, n}}, 21);
+  const auto want = full.run(paged_attention, pool);
+  const size_t row = static_cast<size_t>(heads) * d;
+  for (int t = 0; t < n; ++t) {
+    const std::vector<int32_t> qs = {0, 1}, ctx = {t + 1};
+    const AttentionBatch step{1, qs.data(), ctx.data(), full.block_table.data(),
+                              full.batch.max_blocks_per_seq};
+    std::vector<float> out(row);
+    paged_attention(pool, out.data(), full.q.data() + t * row, full.kv, step, heads,
+                    1.0f / std::sqrt(float(d)));
+    const std::vector<float> expect(want.begin() + t * row, want.begin() + (t + 1) * row);
+    ASSERT_TRUE(test::all_close(out, expect, 1e-5, 2e-6)) << "step " << t;
+  }
+}
+
+TEST(KvWrite, WritesRowsAtSlots) {
+  const int hkv = 2, d = 3, bs = 4;
+  std::vector<float> kp(3 * bs * hkv * d, 0), vp = kp;
+  const PagedKv kv{kp.data(), vp.data(), 3, bs, hkv, d};
+  std::vector<float> k(2 * hkv * d), v(2 * hkv * d);
+  std::iota(k.begin(), k.end(), 1.0f);
+  std::iota(v.begin(), v.end(), 100.0f);
+  const std::vector<int32_t> slots = {9, 2};  // block 2 row 1, block 0 row 2
+  kv_write(kv, k.data(), v.data(), slots.data(), 2);
+  for (int e = 0; e < hkv * d; ++e) {
+    EXPECT_EQ(kp[9 * hkv * d + e], k[e]);
+    EXPECT_EQ(vp[2 * hkv * d + e], v[hkv * d + e]);
+  }
+}
+
+}  // namespace
+}  // namespace lmstack::kernels
