@@ -38,9 +38,21 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt, const Sam
   StopMatcher stops(params.stop);
   const int vocab = config_.vocab_size;
 
+  // Reuse the KV of the common prefix, but always compute at least the last prompt token.
+  size_t cached = 0;
+  while (cached + 1 < prompt.size() && cached < cached_tokens_.size() &&
+         cached_tokens_[cached] == prompt[cached])
+    ++cached;
+  if (cb.on_logits) cached = 0;  // every prompt position's logits were asked for
+  result.cached_prompt_tokens = static_cast<int>(cached);
+  cached_tokens_.clear();
+
   Timer timer;
   ForwardBatch prefill;
-  prefill.add_sequence(prompt, 0, blocks, block_size_, true, static_cast<bool>(cb.on_logits));
+  prefill.add_sequence(std::vector<int32_t>(prompt.begin() + static_cast<std::ptrdiff_t>(cached),
+                                            prompt.end()),
+                       static_cast<int>(cached), blocks, block_size_, true,
+                       static_cast<bool>(cb.on_logits));
   decoder_.forward(prefill, cache_, logits, cb.trace);
   if (cb.on_logits)
     for (size_t r = 0; r < prefill.logit_rows.size(); ++r) cb.on_logits(&logits[r * vocab], vocab);
@@ -87,6 +99,9 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt, const Sam
     if (cb.on_token) cb.on_token(GeneratedToken{-1, tail, {}});
   }
   result.decode_seconds = timer.seconds();
+  // Every token but the last sampled one went through the forward: its KV is valid.
+  cached_tokens_ = history;
+  if (!result.tokens.empty()) cached_tokens_.pop_back();
   return result;
 }
 

@@ -37,6 +37,7 @@ struct GenerateResult {
   std::string text;             // all emitted text
   std::string finish_reason;    // "stop" (EOS or stop string), "length", "cancelled"
   int prompt_tokens = 0;
+  int cached_prompt_tokens = 0;  // of which reused from the previous call's KV
   double prefill_seconds = 0;
   double decode_seconds = 0;       // all decode steps, sampling included
   std::vector<float> last_logits;  // logits that chose the first generated token
@@ -50,9 +51,15 @@ class Generator {
             int max_context, int block_size = 16);
 
   // Throws RequestError when prompt + max_tokens exceed max_context or the prompt is empty.
+  // The KV of the longest prefix shared with the previous call's sequence is reused (a chat
+  // re-renders the whole conversation each turn; only the new suffix is prefilled).
   GenerateResult generate(const std::vector<int32_t>& prompt, const SamplingParams& params,
                           const std::vector<int32_t>& eos_ids, const GenerateCallbacks& callbacks);
 
+  // Forgets the cached sequence (the next call prefills everything).
+  void reset() { cached_tokens_.clear(); }
+  // Tokens whose KV is in the cache (positions 0..n-1).
+  int cached_tokens() const { return static_cast<int>(cached_tokens_.size()); }
   int max_context() const { return max_context_; }
   int64_t kv_cache_bytes() const { return cache_.bytes(); }
   const Decoder& decoder() const { return decoder_; }
@@ -63,6 +70,7 @@ class Generator {
   int max_context_;
   int block_size_;
   KvCache cache_;
+  std::vector<int32_t> cached_tokens_;
 };
 
 }  // namespace lmstack::model
