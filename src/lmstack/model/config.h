@@ -47,6 +47,7 @@ struct ModelConfig {
   bool mlp_bias = false;           // GPT-2: biases in the MLP
   bool qk_norm = false;            // Qwen3: RMSNorm on q and k per head
   bool learned_positions = false;  // GPT-2: wpe instead of RoPE
+  int sliding_window = 0;          // Mistral v0.1: attend to the last N positions (0 = all)
   DType dtype = DType::kF32;       // torch_dtype of the stored weights
   int bos_token_id = -1;
   std::vector<int> eos_token_ids;
