@@ -134,6 +134,12 @@ TEST(PagedAttention, LongDecodeAndLongPrefill) {
   ThreadPool pool(4);
   expect_variants_match(PagedCase(16, 2, 64, 16, {{1, 1500}, {1, 700}}, 7), pool, "long decode");
   expect_variants_match(PagedCase(6, 3, 48, 16, {{300, 300}}, 8), pool, "long prefill");
+  // MQA decode cut into 6 context slices across 8 threads.
+  ThreadPool wide(8);
+  expect_variants_match(PagedCase(8, 1, 128, 16, {{1, 1500}}, 9), wide, "sliced decode");
+  // Chunked prefill whose last context slice starts at 768, inside the tile's query
+  // positions 748..779: rows before it get nothing from that slice.
+  expect_variants_match(PagedCase(2, 2, 64, 16, {{32, 780}}, 10), pool, "sliced prefill");
 }
 
 TEST(PagedAttention, PrefillEqualsDecodeSteps) {

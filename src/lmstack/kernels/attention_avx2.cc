@@ -1,0 +1,143 @@
+// AVX2 inner loops of flash attention (contracts in attention_leaf.h), the fallback for
+// machines without AVX-512: 8-lane vectors, register tiles of up to 2 query rows × 4 keys for
+// the scores and 2 rows × 4 vectors (32 floats of D) for P·V. D tails use masked loads.
+// Legend: R query rows, N keys of a chunk, D head dim.
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "lmstack/kernels/activation_exp.h"
+#include "lmstack/kernels/attention_leaf.h"
+
+namespace lmstack::kernels {
+namespace {
+
+// Lane mask with the first min(remaining, 8) lanes set.
+inline __m256i mask_for(int64_t remaining) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const auto r = static_cast<int>(remaining < 8 ? remaining : 8);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(r), lanes);
+}
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline float hmax(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <int R, int K>
+void dot_tile(float* s, int64_t ld_s, const float* q, const float* const* k, int d) {
+  __m256 acc[R][K];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < K; ++j) acc[r][j] = _mm256_setzero_ps();
+  for (int e = 0; e < d; e += 8) {
+    const __m256i m = mask_for(d - e);
+    __m256 kv[K];
+    for (int j = 0; j < K; ++j) kv[j] = _mm256_maskload_ps(k[j] + e, m);
+    for (int r = 0; r < R; ++r) {
+      const __m256 qv = _mm256_maskload_ps(q + r * d + e, m);
+      for (int j = 0; j < K; ++j) acc[r][j] = _mm256_fmadd_ps(qv, kv[j], acc[r][j]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < K; ++j) s[r * ld_s + j] = hsum(acc[r][j]);
+}
+
+template <int R>
+void dot_rows(float* s, int64_t ld_s, const float* q, const float* const* k, int n, int d) {
+  int j = 0;
+  for (; j + 4 <= n; j += 4) dot_tile<R, 4>(s + j, ld_s, q, k + j, d);
+  for (; j < n; ++j) dot_tile<R, 1>(s + j, ld_s, q, k + j, d);
+}
+
+template <int R, int NV>
+void accumulate_tile(float* o, const float* alpha, const float* p, int64_t ld_p,
+                     const float* const* v, int n, int d, int e0) {
+  __m256i masks[NV];
+  for (int c = 0; c < NV; ++c) masks[c] = mask_for(d - e0 - 8 * c);
+  __m256 acc[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < NV; ++c)
+      acc[r][c] = _mm256_mul_ps(_mm256_set1_ps(alpha[r]),
+                                _mm256_maskload_ps(o + r * d + e0 + 8 * c, masks[c]));
+  for (int j = 0; j < n; ++j) {
+    __m256 vv[NV];
+    for (int c = 0; c < NV; ++c) vv[c] = _mm256_maskload_ps(v[j] + e0 + 8 * c, masks[c]);
+    for (int r = 0; r < R; ++r) {
+      const __m256 pr = _mm256_set1_ps(p[r * ld_p + j]);
+      for (int c = 0; c < NV; ++c) acc[r][c] = _mm256_fmadd_ps(pr, vv[c], acc[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < NV; ++c) _mm256_maskstore_ps(o + r * d + e0 + 8 * c, masks[c], acc[r][c]);
+}
+
+template <int R>
+void accumulate_rows(float* o, const float* alpha, const float* p, int64_t ld_p,
+                     const float* const* v, int n, int d) {
+  for (int e0 = 0; e0 < d; e0 += 32) {
+    const int vectors = (d - e0 + 7) / 8;
+    if (vectors >= 4)
+      accumulate_tile<R, 4>(o, alpha, p, ld_p, v, n, d, e0);
+    else if (vectors == 3)
+      accumulate_tile<R, 3>(o, alpha, p, ld_p, v, n, d, e0);
+    else if (vectors == 2)
+      accumulate_tile<R, 2>(o, alpha, p, ld_p, v, n, d, e0);
+    else
+      accumulate_tile<R, 1>(o, alpha, p, ld_p, v, n, d, e0);
+  }
+}
+
+}  // namespace
+
+void attention_scores_avx2(float* s, int64_t ld_s, const float* q, int rows, const float* const* k,
+                           int n, int d) {
+  int r = 0;
+  for (; r + 2 <= rows; r += 2) dot_rows<2>(s + r * ld_s, ld_s, q + r * d, k, n, d);
+  if (r < rows) dot_rows<1>(s + r * ld_s, ld_s, q + r * d, k, n, d);
+}
+
+float attention_softmax_row_avx2(float* s, int n_valid, int n, float* m, float* l) {
+  const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
+  __m256 vmax = neg_inf;
+  for (int j = 0; j < n_valid; j += 8) {
+    const __m256i valid = mask_for(n_valid - j);
+    vmax = _mm256_max_ps(vmax, _mm256_blendv_ps(neg_inf, _mm256_maskload_ps(s + j, valid),
+                                                _mm256_castsi256_ps(valid)));
+  }
+  const float m_old = *m;
+  const float chunk_max = hmax(vmax);
+  const float m_new = chunk_max > m_old ? chunk_max : m_old;
+  const __m256 vm = _mm256_set1_ps(m_new);
+  __m256 vsum = _mm256_setzero_ps();
+  for (int j = 0; j < n; j += 8) {
+    const __m256i valid = mask_for(n_valid - j);  // all clear once j >= n_valid
+    const __m256 e = _mm256_and_ps(exp_avx2(_mm256_sub_ps(_mm256_maskload_ps(s + j, valid), vm)),
+                                   _mm256_castsi256_ps(valid));
+    _mm256_maskstore_ps(s + j, mask_for(n - j), e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  const float alpha = std::exp(m_old - m_new);  // e^-inf = 0 on the first chunk
+  *l = *l * alpha + hsum(vsum);
+  *m = m_new;
+  return alpha;
+}
+
+void attention_accumulate_avx2(float* o, const float* alpha, const float* p, int64_t ld_p, int rows,
+                               const float* const* v, int n, int d) {
+  int r = 0;
+  for (; r + 2 <= rows; r += 2)
+    accumulate_rows<2>(o + r * d, alpha + r, p + r * ld_p, ld_p, v, n, d);
+  if (r < rows) accumulate_rows<1>(o + r * d, alpha + r, p + r * ld_p, ld_p, v, n, d);
+}
+
+}  // namespace lmstack::kernels

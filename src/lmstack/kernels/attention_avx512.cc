@@ -1,0 +1,133 @@
+// AVX-512 inner loops of flash attention (contracts in attention_leaf.h). Scores use a
+// register tile of up to 4 query rows × 4 keys, each accumulating a 16-lane partial dot
+// product over D, so each loaded vector feeds 4 FMAs; P·V uses up to 4 rows × 4 vectors of D
+// (64 floats), so each loaded V vector feeds 4 FMAs. D tails use masked loads. Leaf
+// functions only: no STL (see norm_avx512.cc).
+// Legend: R query rows, N keys of a chunk, D head dim.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "lmstack/kernels/activation_exp.h"
+#include "lmstack/kernels/attention_leaf.h"
+
+namespace lmstack::kernels {
+namespace {
+
+inline __mmask16 mask_for(int64_t remaining) {
+  return remaining >= 16 ? static_cast<__mmask16>(0xffff)
+                         : static_cast<__mmask16>((1u << remaining) - 1u);
+}
+
+// R rows × K keys of dot products over d.
+template <int R, int K>
+void dot_tile(float* s, int64_t ld_s, const float* q, const float* const* k, int d) {
+  __m512 acc[R][K];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < K; ++j) acc[r][j] = _mm512_setzero_ps();
+  for (int e = 0; e < d; e += 16) {
+    const __mmask16 m = mask_for(d - e);
+    __m512 kv[K];
+    for (int j = 0; j < K; ++j) kv[j] = _mm512_maskz_loadu_ps(m, k[j] + e);
+    for (int r = 0; r < R; ++r) {
+      const __m512 qv = _mm512_maskz_loadu_ps(m, q + r * d + e);
+      for (int j = 0; j < K; ++j) acc[r][j] = _mm512_fmadd_ps(qv, kv[j], acc[r][j]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < K; ++j) s[r * ld_s + j] = _mm512_reduce_add_ps(acc[r][j]);
+}
+
+template <int R>
+void dot_rows(float* s, int64_t ld_s, const float* q, const float* const* k, int n, int d) {
+  int j = 0;
+  for (; j + 4 <= n; j += 4) dot_tile<R, 4>(s + j, ld_s, q, k + j, d);
+  for (; j < n; ++j) dot_tile<R, 1>(s + j, ld_s, q, k + j, d);
+}
+
+// o rows (R of them) over NV vectors of 16 starting at e0: o = alpha·o + p·V.
+template <int R, int NV>
+void accumulate_tile(float* o, const float* alpha, const float* p, int64_t ld_p,
+                     const float* const* v, int n, int d, int e0) {
+  __mmask16 masks[NV];
+  for (int c = 0; c < NV; ++c) masks[c] = mask_for(d - e0 - 16 * c);
+  __m512 acc[R][NV];
+  for (int r = 0; r < R; ++r) {
+    const __m512 a = _mm512_set1_ps(alpha[r]);
+    for (int c = 0; c < NV; ++c)
+      acc[r][c] = _mm512_mul_ps(a, _mm512_maskz_loadu_ps(masks[c], o + r * d + e0 + 16 * c));
+  }
+  for (int j = 0; j < n; ++j) {
+    __m512 vv[NV];
+    for (int c = 0; c < NV; ++c) vv[c] = _mm512_maskz_loadu_ps(masks[c], v[j] + e0 + 16 * c);
+    for (int r = 0; r < R; ++r) {
+      const __m512 pr = _mm512_set1_ps(p[r * ld_p + j]);
+      for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_fmadd_ps(pr, vv[c], acc[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < NV; ++c)
+      _mm512_mask_storeu_ps(o + r * d + e0 + 16 * c, masks[c], acc[r][c]);
+}
+
+template <int R>
+void accumulate_rows(float* o, const float* alpha, const float* p, int64_t ld_p,
+                     const float* const* v, int n, int d) {
+  for (int e0 = 0; e0 < d; e0 += 64) {
+    const int vectors = (d - e0 + 15) / 16;
+    if (vectors >= 4)
+      accumulate_tile<R, 4>(o, alpha, p, ld_p, v, n, d, e0);
+    else if (vectors == 3)
+      accumulate_tile<R, 3>(o, alpha, p, ld_p, v, n, d, e0);
+    else if (vectors == 2)
+      accumulate_tile<R, 2>(o, alpha, p, ld_p, v, n, d, e0);
+    else
+      accumulate_tile<R, 1>(o, alpha, p, ld_p, v, n, d, e0);
+  }
+}
+
+}  // namespace
+
+void attention_scores_avx512(float* s, int64_t ld_s, const float* q, int rows,
+                             const float* const* k, int n, int d) {
+  int r = 0;
+  for (; r + 4 <= rows; r += 4) dot_rows<4>(s + r * ld_s, ld_s, q + r * d, k, n, d);
+  if (rows - r == 3) dot_rows<3>(s + r * ld_s, ld_s, q + r * d, k, n, d);
+  if (rows - r == 2) dot_rows<2>(s + r * ld_s, ld_s, q + r * d, k, n, d);
+  if (rows - r == 1) dot_rows<1>(s + r * ld_s, ld_s, q + r * d, k, n, d);
+}
+
+float attention_softmax_row_avx512(float* s, int n_valid, int n, float* m, float* l) {
+  const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
+  __m512 vmax = neg_inf;
+  for (int j = 0; j < n_valid; j += 16)
+    vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(neg_inf, mask_for(n_valid - j), s + j));
+  const float m_old = *m;
+  const float chunk_max = _mm512_reduce_max_ps(vmax);
+  const float m_new = chunk_max > m_old ? chunk_max : m_old;
+  const __m512 vm = _mm512_set1_ps(m_new);
+  __m512 vsum = _mm512_setzero_ps();
+  for (int j = 0; j < n; j += 16) {
+    const __mmask16 valid = j < n_valid ? mask_for(n_valid - j) : static_cast<__mmask16>(0);
+    const __m512 e = _mm512_maskz_mov_ps(
+        valid, exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, s + j), vm)));
+    _mm512_mask_storeu_ps(s + j, mask_for(n - j), e);
+    vsum = _mm512_add_ps(vsum, e);
+  }
+  const float alpha = __builtin_expf(m_old - m_new);  // e^-inf = 0 on the first chunk
+  *l = *l * alpha + _mm512_reduce_add_ps(vsum);
+  *m = m_new;
+  return alpha;
+}
+
+void attention_accumulate_avx512(float* o, const float* alpha, const float* p, int64_t ld_p,
+                                 int rows, const float* const* v, int n, int d) {
+  int r = 0;
+  for (; r + 4 <= rows; r += 4)
+    accumulate_rows<4>(o + r * d, alpha + r, p + r * ld_p, ld_p, v, n, d);
+  if (rows - r == 3) accumulate_rows<3>(o + r * d, alpha + r, p + r * ld_p, ld_p, v, n, d);
+  if (rows - r == 2) accumulate_rows<2>(o + r * d, alpha + r, p + r * ld_p, ld_p, v, n, d);
+  if (rows - r == 1) accumulate_rows<1>(o + r * d, alpha + r, p + r * ld_p, ld_p, v, n, d);
+}
+
+}  // namespace lmstack::kernels

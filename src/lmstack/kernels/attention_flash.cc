@@ -1,0 +1,232 @@
+// Flash attention over a paged KV cache: the tiling, scheduling and split-context combine
+// around the per-ISA inner loops of attention_leaf.h.
+//  - Work item = (sequence, kv head, tile of queries): all query heads that share the kv head
+//    (GQA) are rows of one tile, so each gathered K/V chunk serves rows = queries × group.
+//    Keys are visited in chunks of kChunk with a running max and sum per row, rescaling the
+//    accumulator (FlashAttention-2, Dao 2023, Alg. 1); causal tiles stop at their last query.
+//  - When there are too few items to occupy the threads (decode), each tile's context is cut
+//    into slices that produce partial (max, sum, unnormalized output), merged afterwards
+//    (flash-decoding, Dao et al. 2023): O = Σ_s e^(m_s - M)·O_s / Σ_s e^(m_s - M)·l_s.
+// Legend: T query rows, H query heads, Hkv kv heads, G = H / Hkv, D head dim.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <vector>
+
+#include "lmstack/core/error.h"
+#include "lmstack/kernels/attention_flash.h"
+
+namespace lmstack::kernels {
+namespace {
+
+constexpr int kChunk = 64;          // keys per chunk (one K and one V pointer array)
+constexpr int kTileRows = 32;       // target rows (queries × group heads) per tile
+constexpr int kMinSliceKeys = 256;  // shortest context slice worth a thread of its own
+
+struct Problem {
+  float* out;
+  const float* q;
+  const PagedKv* kv;
+  const AttentionBatch* batch;
+  int heads, group;
+  float scale;
+};
+
+struct WorkItem {
+  int seq, kv_head;
+  int q0, q1;              // the tile's queries within the sequence, [q0, q1)
+  int key_begin, key_end;  // the context slice this item covers
+  int64_t partial;         // offset of its (m, l, O) in the partial buffer; -1: write output
+  int64_t cost() const { return int64_t{q1 - q0} * (key_end - key_begin); }
+};
+
+// The items of one tile whose context was sliced, combined after all items ran.
+struct SlicedTile {
+  size_t first_item;
+  int num_slices;
+};
+
+struct Scratch {
+  std::vector<float> buf;
+  float *q, *o, *s, *m, *l, *alpha;
+  void reserve(int rows, int d) {
+    const size_t need = static_cast<size_t>(rows) * (2 * d + kChunk + 3);
+    if (buf.size() < need) buf.resize(need);
+    q = buf.data();
+    o = q + static_cast<size_t>(rows) * d;
+    s = o + static_cast<size_t>(rows) * d;
+    m = s + static_cast<size_t>(rows) * kChunk;
+    l = m + rows;
+    alpha = l + rows;
+  }
+};
+
+int64_t first_position(const AttentionBatch& b, int s) {
+  return b.context_len[s] - (b.query_start[s + 1] - b.query_start[s]);
+}
+
+// Pointers to the K and V rows of kv head `kvh` for context positions [j0, j0 + n).
+void gather_chunk(const PagedKv& kv, const int32_t* blocks, int kvh, int64_t j0, int n,
+                  const float** kp, const float** vp) {
+  for (int j = 0; j < n; ++j) {
+    const int64_t pos = j0 + j;
+    const int64_t slot = int64_t{blocks[pos / kv.block_size]} * kv.block_size + pos % kv.block_size;
+    const int64_t offset = (slot * kv.kv_heads + kvh) * kv.head_dim;
+    kp[j] = kv.k + offset;
+    vp[j] = kv.v + offset;
+  }
+}
+
+// Runs one work item: its rows against its key slice, with the online softmax.
+void run_item(const AttentionLeaf& leaf, const Problem& p, const WorkItem& it, Scratch& sc,
+              float* partials) {
+  const AttentionBatch& b = *p.batch;
+  const int d = p.kv->head_dim, g = p.group, rows = (it.q1 - it.q0) * g;
+  const int64_t q_row0 = b.query_start[it.seq] + it.q0;
+  const int64_t pos0 = first_position(b, it.seq) + it.q0;  // position of the tile's row 0
+  sc.reserve(rows, d);
+  for (int r = 0; r < rows; ++r) {
+    const float* src = p.q + ((q_row0 + r / g) * p.heads + it.kv_head * g + r % g) * d;
+    for (int e = 0; e < d; ++e) sc.q[r * d + e] = src[e] * p.scale;
+  }
+  std::fill(sc.o, sc.o + static_cast<size_t>(rows) * d, 0.0f);
+  std::fill(sc.m, sc.m + rows, -INFINITY);
+  std::fill(sc.l, sc.l + rows, 0.0f);
+  const int32_t* blocks = b.block_table + int64_t{it.seq} * b.max_blocks_per_seq;
+  const float* kp[kChunk];
+  const float* vp[kChunk];
+  for (int64_t j0 = it.key_begin; j0 < it.key_end; j0 += kChunk) {
+    const int n = static_cast<int>(std::min<int64_t>(kChunk, it.key_end - j0));
+    gather_chunk(*p.kv, blocks, it.kv_head, j0, n, kp, vp);
+    // Rows before r0 sit at positions < j0: the whole chunk is in their future.
+    const int r0 = static_cast<int>(std::max<int64_t>(0, j0 - pos0)) * g;
+    leaf.scores(sc.s + r0 * kChunk, kChunk, sc.q + r0 * d, rows - r0, kp, n, d);
+    for (int r = r0; r < rows; ++r) {
+      const auto n_valid = static_cast<int>(std::min<int64_t>(n, pos0 + r / g - j0 + 1));
+      sc.alpha[r] = leaf.softmax_row(sc.s + r * kChunk, n_valid, n, sc.m + r, sc.l + r);
+    }
+    leaf.accumulate(sc.o + r0 * d, sc.alpha + r0, sc.s + r0 * kChunk, kChunk, rows - r0, vp, n, d);
+  }
+  if (it.partial >= 0) {
+    float* dst = partials + it.partial;
+    std::copy(sc.m, sc.m + rows, dst);
+    std::copy(sc.l, sc.l + rows, dst + rows);
+    std::copy(sc.o, sc.o + static_cast<size_t>(rows) * d, dst + 2 * rows);
+    return;
+  }
+  for (int r = 0; r < rows; ++r) {
+    float* dst = p.out + ((q_row0 + r / g) * p.heads + it.kv_head * g + r % g) * d;
+    const float inv_l = 1.0f / sc.l[r];
+    for (int e = 0; e < d; ++e) dst[e] = sc.o[r * d + e] * inv_l;
+  }
+}
+
+// Merges the partial results of one sliced tile into the output.
+void combine_tile(const Problem& p, const std::vector<WorkItem>& items, const SlicedTile& t,
+                  const float* partials) {
+  const WorkItem& first = items[t.first_item];
+  const int d = p.kv->head_dim, g = p.group, rows = (first.q1 - first.q0) * g;
+  const int64_t q_row0 = p.batch->query_start[first.seq] + first.q0;
+  for (int r = 0; r < rows; ++r) {
+    float max_m = -INFINITY;
+    for (int s = 0; s < t.num_slices; ++s)
+      max_m = std::max(max_m, partials[items[t.first_item + s].partial + r]);
+    float* dst = p.out + ((q_row0 + r / g) * p.heads + first.kv_head * g + r % g) * d;
+    std::fill(dst, dst + d, 0.0f);
+    float sum = 0;
+    for (int s = 0; s < t.num_slices; ++s) {
+      const float* part = partials + items[t.first_item + s].partial;
+      if (part[r] == -INFINITY) continue;  // the slice lies wholly in this row's future
+      const float w = std::exp(part[r] - max_m);
+      sum += w * part[rows + r];
+      const float* o = part + 2 * rows + static_cast<int64_t>(r) * d;
+      for (int e = 0; e < d; ++e) dst[e] += w * o[e];
+    }
+    for (int e = 0; e < d; ++e) dst[e] /= sum;
+  }
+}
+
+// Cuts the batch into tiles and, when tiles are fewer than the threads can use, slices
+// long contexts. Returns the partial-buffer size in floats.
+int64_t plan_items(const Problem& p, int num_threads, std::vector<WorkItem>& items,
+                   std::vector<SlicedTile>& sliced) {
+  const AttentionBatch& b = *p.batch;
+  const int tile_queries = std::max(1, kTileRows / p.group);
+  std::vector<WorkItem> tiles;
+  for (int s = 0; s < b.num_seqs; ++s) {
+    const int q_len = b.query_start[s + 1] - b.query_start[s];
+    const int64_t pos_first = first_position(b, s);
+    for (int q0 = 0; q0 < q_len; q0 += tile_queries) {
+      const int q1 = std::min(q_len, q0 + tile_queries);
+      for (int h = 0; h < p.kv->kv_heads; ++h)
+        tiles.push_back({s, h, q0, q1, 0, static_cast<int>(pos_first + q1), -1});
+    }
+  }
+  const int64_t want_items = 2 * int64_t{num_threads};
+  const int64_t max_slices = num_threads > 1 && std::ssize(tiles) < want_items
+                                 ? (want_items + std::ssize(tiles) - 1) / std::ssize(tiles)
+                                 : 1;
+  int64_t partial_floats = 0;
+  for (const WorkItem& t : tiles) {
+    const int64_t slices =
+        std::min<int64_t>(max_slices, (t.key_end + kMinSliceKeys - 1) / kMinSliceKeys);
+    if (slices <= 1) {
+      items.push_back(t);
+      continue;
+    }
+    // Slices are whole chunks long, so only the last is ragged.
+    const int64_t per = (t.key_end + slices - 1) / slices;
+    const auto len = static_cast<int>((per + kChunk - 1) / kChunk * kChunk);
+    const int rows = (t.q1 - t.q0) * p.group;
+    SlicedTile st{items.size(), 0};
+    for (int k0 = 0; k0 < t.key_end; k0 += len, ++st.num_slices) {
+      items.push_back(
+          {t.seq, t.kv_head, t.q0, t.q1, k0, std::min(t.key_end, k0 + len), partial_floats});
+      partial_floats += int64_t{rows} * (2 + p.kv->head_dim);
+    }
+    sliced.push_back(st);
+  }
+  return partial_floats;
+}
+
+void check_batch(const PagedKv& kv, const AttentionBatch& b, int heads) {
+  LMSTACK_CHECK(kv.kv_heads > 0 && heads % kv.kv_heads == 0, "heads {} kv_heads {}", heads,
+                kv.kv_heads);
+  for (int s = 0; s < b.num_seqs; ++s) {
+    const int64_t q_len = b.query_start[s + 1] - b.query_start[s], ctx = b.context_len[s];
+    LMSTACK_CHECK(q_len >= 0 && q_len <= ctx, "sequence {}: {} queries, context {}", s, q_len, ctx);
+    LMSTACK_CHECK((ctx + kv.block_size - 1) / kv.block_size <= b.max_blocks_per_seq,
+                  "sequence {}: context {} needs more than {} blocks", s, ctx,
+                  b.max_blocks_per_seq);
+  }
+}
+
+}  // namespace
+
+void flash_paged_attention(const AttentionLeaf& leaf, ThreadPool& pool, float* out, const float* q,
+                           const PagedKv& kv, const AttentionBatch& batch, int heads, float scale) {
+  check_batch(kv, batch, heads);
+  const Problem p{out, q, &kv, &batch, heads, heads / kv.kv_heads, scale};
+  std::vector<WorkItem> items;
+  std::vector<SlicedTile> sliced;
+  std::vector<float> partials(
+      static_cast<size_t>(plan_items(p, pool.num_threads(), items, sliced)));
+  // Longest first, taken dynamically: causal tiles differ in length up to the context.
+  std::vector<int32_t> order(items.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return items[a].cost() > items[b].cost(); });
+  std::atomic<size_t> next{0};
+  pool.run_on_all([&](int) {
+    thread_local Scratch scratch;
+    for (size_t i = next.fetch_add(1); i < order.size(); i = next.fetch_add(1))
+      run_item(leaf, p, items[static_cast<size_t>(order[i])], scratch, partials.data());
+  });
+  if (sliced.empty()) return;
+  pool.parallel_for(std::ssize(sliced), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t)
+      combine_tile(p, items, sliced[static_cast<size_t>(t)], partials.data());
+  });
+}
+
+}  // namespace lmstack::kernels
