@@ -19,6 +19,26 @@ inline __mmask16 mask_for(int64_t remaining) {
                          : static_cast<__mmask16>((1u << remaining) - 1u);
 }
 
+// Lane i of the result is the sum of the 16 lanes of a[i]: a transpose-and-add tree, 30
+// shuffles and 15 adds for 16 sums instead of 16 separate horizontal reductions.
+inline __m512 reduce_16(const __m512* a) {
+  __m512 t[8], u[4];
+  // Per 128-bit lane: pairs (a[2k], a[2k+1]) interleaved, half summed.
+  for (int k = 0; k < 8; ++k)
+    t[k] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * k], a[2 * k + 1]),
+                         _mm512_unpackhi_ps(a[2 * k], a[2 * k + 1]));
+  // Per 128-bit lane: the lane sums of a[4k .. 4k+3].
+  for (int k = 0; k < 4; ++k)
+    u[k] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * k], t[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(t[2 * k], t[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  // Add the four 128-bit lanes: first pairwise within u[0..1] and u[2..3], then across.
+  const __m512 w0 =
+      _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x88), _mm512_shuffle_f32x4(u[0], u[1], 0xdd));
+  const __m512 w1 =
+      _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], 0x88), _mm512_shuffle_f32x4(u[2], u[3], 0xdd));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(w0, w1, 0x88), _mm512_shuffle_f32x4(w0, w1, 0xdd));
+}
+
 // R rows × K keys of dot products over d.
 template <int R, int K>
 void dot_tile(float* s, int64_t ld_s, const float* q, const float* const* k, int d) {
@@ -34,8 +54,13 @@ void dot_tile(float* s, int64_t ld_s, const float* q, const float* const* k, int
       for (int j = 0; j < K; ++j) acc[r][j] = _mm512_fmadd_ps(qv, kv[j], acc[r][j]);
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int j = 0; j < K; ++j) s[r * ld_s + j] = _mm512_reduce_add_ps(acc[r][j]);
+  if constexpr (R == 4 && K == 4) {
+    const __m512 sums = reduce_16(&acc[0][0]);
+    for (int r = 0; r < 4; ++r) _mm_storeu_ps(s + r * ld_s, _mm512_extractf32x4_ps(sums, r));
+  } else {
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < K; ++j) s[r * ld_s + j] = _mm512_reduce_add_ps(acc[r][j]);
+  }
 }
 
 template <int R>

@@ -1,0 +1,113 @@
+// Paged attention benchmarks for each supported variant, Llama-3-8B head shapes (H 32, Hkv 8,
+// D 128, KV blocks of 16 tokens, shuffled block tables). Prefill: one causal sequence of T
+// tokens, reported as GFLOP/s (QKᵀ and PV: 4·H·D·T(T+1)/2 FLOPs) and % of the f32 peak
+// measured by lmstack doctor's probe. Decode: S sequences of one query over C tokens of
+// context, reported as GB/s of K and V read (2·S·C·Hkv·D·4 bytes) and % of DRAM read
+// bandwidth. Threads: LMSTACK_THREADS, else the physical cores.
+// Run: build/<dir>/bench/lmstack_kernels_bench --benchmark_filter=Attention
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "lmstack/core/machine_probe.h"
+#include "lmstack/core/thread_pool.h"
+#include "lmstack/kernels/ops.h"
+#include "lmstack/kernels/ops_variants.h"
+
+namespace lmstack::kernels {
+namespace {
+
+constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 128, kBlock = 16;
+
+ThreadPool& bench_pool() {
+  static ThreadPool p(std::getenv("LMSTACK_THREADS") ? std::atoi(std::getenv("LMSTACK_THREADS"))
+                                                     : 0);
+  return p;
+}
+
+const MachineReport& bench_machine() {
+  static const MachineReport r = probe_machine(bench_pool(), ProbeOptions{});
+  return r;
+}
+
+// Sequences of the given (queries, context) with their KV in a shuffled paged pool.
+struct Batch {
+  std::vector<float> k, v, q, out;
+  std::vector<int32_t> query_start{0}, context_len, block_table;
+  PagedKv kv;
+  AttentionBatch batch;
+
+  Batch(int num_seqs, int q_len, int context) {
+    const int blocks_per_seq = (context + kBlock - 1) / kBlock;
+    const int64_t num_blocks = int64_t{num_seqs} * blocks_per_seq;
+    const size_t pool_floats = static_cast<size_t>(num_blocks) * kBlock * kKvHeads * kHeadDim;
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> dist(-1, 1);
+    k.resize(pool_floats);
+    v.resize(pool_floats);
+    for (size_t i = 0; i < pool_floats; ++i) k[i] = dist(rng), v[i] = dist(rng);
+    block_table.resize(static_cast<size_t>(num_blocks));
+    std::iota(block_table.begin(), block_table.end(), 0);
+    std::shuffle(block_table.begin(), block_table.end(), rng);
+    for (int s = 0; s < num_seqs; ++s) {
+      query_start.push_back(query_start.back() + q_len);
+      context_len.push_back(context);
+    }
+    q.resize(static_cast<size_t>(query_start.back()) * kHeads * kHeadDim);
+    for (auto& x : q) x = dist(rng);
+    out.resize(q.size());
+    kv = {k.data(), v.data(), num_blocks, kBlock, kKvHeads, kHeadDim};
+    batch = {num_seqs, query_start.data(), context_len.data(), block_table.data(), blocks_per_seq};
+  }
+  void run(PagedAttentionFn* fn) {
+    fn(bench_pool(), out.data(), q.data(), kv, batch, kHeads, 1.0f / std::sqrt(float(kHeadDim)));
+  }
+};
+
+void bm_prefill(benchmark::State& state, PagedAttentionFn* fn) {
+  const auto t = static_cast<int>(state.range(0));
+  Batch b(1, t, t);
+  for (auto _ : state) b.run(fn);
+  const double flops = 4.0 * kHeads * kHeadDim * (double(t) * (t + 1) / 2);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9 * double(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["peak_GFLOP/s"] = bench_machine().peak_f32_gflops();
+  state.counters["threads"] = bench_pool().num_threads();
+}
+
+void bm_decode(benchmark::State& state, PagedAttentionFn* fn) {
+  const auto seqs = static_cast<int>(state.range(0)), context = static_cast<int>(state.range(1));
+  Batch b(seqs, 1, context);
+  for (auto _ : state) b.run(fn);
+  const double bytes = 2.0 * seqs * context * kKvHeads * kHeadDim * sizeof(float);
+  state.counters["KV_GB/s"] =
+      benchmark::Counter(bytes * 1e-9 * double(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["dram_GB/s"] = bench_machine().dram_read_gbs;
+  state.counters["threads"] = bench_pool().num_threads();
+}
+
+// One benchmark per optimized variant (the scalar reference would take seconds per call).
+// With one thread the rates use CPU time (robust on a shared machine); with more, wall time.
+const bool kRegistered = [] {
+  const bool wall = bench_pool().num_threads() > 1;
+  for (const auto& v : paged_attention_variants()) {
+    if (!v.supported() || std::string(v.name) == "ref") continue;
+    auto* prefill = benchmark::RegisterBenchmark(
+        ("AttentionPrefill/" + std::string(v.name)).c_str(), bm_prefill, v.fn);
+    prefill->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond);
+    auto* decode = benchmark::RegisterBenchmark(("AttentionDecode/" + std::string(v.name)).c_str(),
+                                                bm_decode, v.fn);
+    decode->Args({1, 4096})->Args({8, 1024})->Args({16, 4096})->Unit(benchmark::kMicrosecond);
+    if (wall) prefill->UseRealTime(), decode->UseRealTime();
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace lmstack::kernels
