@@ -1,6 +1,7 @@
 // Token embedding lookup: copies (and widens bf16/f16 to f32) one table row per token id,
 // rejecting ids outside the vocabulary with a RequestError that names the id and position.
 // A copy per row is already memory-bound, so there is one implementation and no table.
+// The backward scatters gradient rows back, accumulating for repeated ids.
 #include <cstring>
 
 #include "lmstack/core/error.h"
@@ -33,6 +34,16 @@ void embedding_lookup(float* out, const Tensor& table, const int32_t* ids, int64
         throw_error<ConfigError>("embedding table dtype {} is not supported (f32, bf16, f16)",
                                  dtype_name(table.dtype()));
     }
+  }
+}
+
+void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t tokens,
+                        int64_t vocab, int64_t width) {
+  for (int64_t t = 0; t < tokens; ++t) {
+    LMSTACK_CHECK(ids[t] >= 0 && ids[t] < vocab, "token id {} at position {} outside [0, {})",
+                  ids[t], t, vocab);
+    float* row = dtable + int64_t{ids[t]} * width;
+    for (int64_t c = 0; c < width; ++c) row[c] += dout[t * width + c];
   }
 }
 

@@ -118,4 +118,48 @@ struct AttentionBatch {
 void paged_attention(ThreadPool& pool, float* out, const float* q, const PagedKv& kv,
                      const AttentionBatch& batch, int heads, float scale);
 
+// ---- backward (training) ---------------------------------------------------------------
+// Gradients of the ops above, each next to its forward's arguments in the same order:
+// outputs (gradients), then inputs (the upstream gradient first, then the forward's inputs),
+// then dims. Unless an op says otherwise, gradients ACCUMULATE (+=) into their outputs, so
+// residual branches and micro-batches sum without copies (callers zero them per step).
+// Nothing is saved from the forward: the per-row statistics are recomputed, which costs one
+// pass over the row. Derivations are in the header comment of each .cc file; each op has a
+// finite-difference check in f64 in tests/kernels/*_backward_test.cc.
+
+// d/dx and d/dweight of rmsnorm (norm_backward.cc). dweight sums over rows.
+void rmsnorm_backward(float* dx, float* dweight, const float* dy, const float* x,
+                      const float* weight, int64_t rows, int64_t dim, float eps);
+// d/dx, d/dgamma and d/dbeta (dbeta may be null) of layernorm (norm_backward.cc).
+void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x,
+                        const float* gamma, int64_t rows, int64_t dim, float eps);
+// In place: dx[T, heads, head_dim] holds dL/d(rope output) and becomes dL/d(rope input), the
+// inverse rotation (RoPE is orthogonal). Does not accumulate.
+void rope_backward(float* dx, const int32_t* positions, int64_t tokens, int heads, int head_dim,
+                   int rotary_dim, const float* inv_freq, RopeStyle style);
+// dgate += dout·up·silu'(gate), dup += dout·silu(gate) (activation_backward.cc).
+void silu_mul_backward(float* dgate, float* dup, const float* dout, const float* gate,
+                       const float* up, int64_t n);
+// dx += dy·gelu_tanh'(x) (activation_backward.cc).
+void gelu_tanh_backward(float* dx, const float* dy, const float* x, int64_t n);
+// dx += y ⊙ (dy - Σ dy·y) per row, y being softmax_rows' output (softmax.cc).
+void softmax_rows_backward(float* dx, const float* dy, const float* y, int64_t rows, int64_t dim);
+// dtable[ids[t], :] += dout[t, :]; dtable is f32 [V, C] (embedding.cc). ids were checked by
+// the forward; an id outside [0, vocab) is a programmer error here (aborts).
+void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t tokens,
+                        int64_t vocab, int64_t width);
+
+// Causal self-attention over dense, unpaged tensors, for training: q, out [B, T, H, D],
+// k, v [B, T, Hkv, D], query t attending to keys <= t of its own sequence. The forward is
+// paged_attention with one block of T tokens per sequence (attention_backward.cc).
+void causal_attention(ThreadPool& pool, float* out, const float* q, const float* k, const float* v,
+                      int64_t batch, int64_t tokens, int heads, int kv_heads, int head_dim,
+                      float scale);
+// dq, dk, dv += the gradients of causal_attention given dout and the forward's out
+// (FlashAttention-2 backward, Dao 2023 Alg. 2, with the softmax statistics recomputed).
+void causal_attention_backward(ThreadPool& pool, float* dq, float* dk, float* dv, const float* dout,
+                               const float* q, const float* k, const float* v, const float* out,
+                               int64_t batch, int64_t tokens, int heads, int kv_heads, int head_dim,
+                               float scale);
+
 }  // namespace lmstack::kernels

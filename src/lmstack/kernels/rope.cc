@@ -15,10 +15,11 @@
 
 namespace lmstack::kernels {
 
-namespace ref {
+namespace {
 
-void rope(float* x, const int32_t* positions, int64_t tokens, int heads, int head_dim,
-          int rotary_dim, const float* inv_freq, RopeStyle style) {
+// Rotates pairs by ±angle: sin_sign +1 is the forward, -1 its inverse (the backward).
+void rotate(float* x, const int32_t* positions, int64_t tokens, int heads, int head_dim,
+            int rotary_dim, const float* inv_freq, RopeStyle style, float sin_sign) {
   LMSTACK_CHECK(rotary_dim % 2 == 0 && rotary_dim <= head_dim, "rotary_dim {} head_dim {}",
                 rotary_dim, head_dim);
   const int half = rotary_dim / 2;
@@ -27,7 +28,8 @@ void rope(float* x, const int32_t* positions, int64_t tokens, int heads, int hea
     for (int i = 0; i < half; ++i) {
       const float angle = static_cast<float>(positions[t]) * inv_freq[i];
       cos_t[static_cast<size_t>(i)] = static_cast<float>(std::cos(static_cast<double>(angle)));
-      sin_t[static_cast<size_t>(i)] = static_cast<float>(std::sin(static_cast<double>(angle)));
+      sin_t[static_cast<size_t>(i)] =
+          sin_sign * static_cast<float>(std::sin(static_cast<double>(angle)));
     }
     for (int h = 0; h < heads; ++h) {
       float* xh = x + (t * heads + h) * head_dim;
@@ -42,6 +44,15 @@ void rope(float* x, const int32_t* positions, int64_t tokens, int heads, int hea
       }
     }
   }
+}
+
+}  // namespace
+
+namespace ref {
+
+void rope(float* x, const int32_t* positions, int64_t tokens, int heads, int head_dim,
+          int rotary_dim, const float* inv_freq, RopeStyle style) {
+  rotate(x, positions, tokens, heads, head_dim, rotary_dim, inv_freq, style, 1.0f);
 }
 
 }  // namespace ref
@@ -74,6 +85,12 @@ void rope(float* x, const int32_t* positions, int64_t tokens, int heads, int hea
           int rotary_dim, const float* inv_freq, RopeStyle style) {
   static RopeFn* const fn = pick_variant(rope_variants());
   fn(x, positions, tokens, heads, head_dim, rotary_dim, inv_freq, style);
+}
+
+void rope_backward(float* dx, const int32_t* positions, int64_t tokens, int heads, int head_dim,
+                   int rotary_dim, const float* inv_freq, RopeStyle style) {
+  // The Jacobian of a rotation is the rotation; its transpose rotates by -angle.
+  rotate(dx, positions, tokens, heads, head_dim, rotary_dim, inv_freq, style, -1.0f);
 }
 
 void rope_inv_freq(float* inv_freq, int rotary_dim, float theta, const char* scaling_type,

@@ -86,6 +86,18 @@ constexpr KernelVariant<SoftmaxRowsFn> kSoftmaxVariants[] = {
 
 std::span<const KernelVariant<SoftmaxRowsFn>> softmax_rows_variants() { return kSoftmaxVariants; }
 
+// Backward: ∂y_i/∂x_j = y_i(δ_ij - y_j), so dx_j = y_j·(dy_j - Σ_i dy_i·y_i).
+void softmax_rows_backward(float* dx, const float* dy, const float* y, int64_t rows, int64_t dim) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* yr = y + r * dim;
+    const float* dyr = dy + r * dim;
+    double dot = 0;
+    for (int64_t i = 0; i < dim; ++i) dot += static_cast<double>(dyr[i]) * yr[i];
+    const auto dotf = static_cast<float>(dot);
+    for (int64_t i = 0; i < dim; ++i) dx[r * dim + i] += yr[i] * (dyr[i] - dotf);
+  }
+}
+
 void softmax_rows(float* x, int64_t rows, int64_t dim) {
   static SoftmaxRowsFn* const fn = pick_variant(softmax_rows_variants());
   fn(x, rows, dim);
