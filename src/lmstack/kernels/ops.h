@@ -68,6 +68,7 @@ void rope_inv_freq(float* inv_freq, int rotary_dim, float theta, const char* sca
 // ---- activations and elementwise ------------------------------------------------------
 
 // out[i] = silu(gate[i]) * up[i], silu(z) = z / (1 + e^-z) (SwiGLU, Shazeer 2020).
+// out may alias gate or up.
 void silu_mul(float* out, const float* gate, const float* up, int64_t n);
 // y[i] = 0.5 x (1 + tanh(√(2/π)(x + 0.044715 x³))) (GPT-2's "gelu_new"). y may alias x.
 void gelu_tanh(float* y, const float* x, int64_t n);

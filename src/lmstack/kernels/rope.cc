@@ -59,7 +59,51 @@ void rope(float* x, const int32_t* positions, int64_t tokens, int heads, int hea
 
 namespace {
 
+// The fast form: f32 sin/cos (glibc's sinf/cosf are within 1 ulp after full range reduction,
+// like PyTorch's f32 cos/sin) and one loop per pair convention with unit-stride inner loops
+// the compiler vectorizes (AVX2 in this file).
+void rotate_fast(float* x, const int32_t* positions, int64_t tokens, int heads, int head_dim,
+                 int rotary_dim, const float* inv_freq, RopeStyle style, float sin_sign) {
+  LMSTACK_CHECK(rotary_dim % 2 == 0 && rotary_dim <= head_dim, "rotary_dim {} head_dim {}",
+                rotary_dim, head_dim);
+  const int half = rotary_dim / 2;
+  std::vector<float> table(static_cast<size_t>(rotary_dim));
+  float* cos_t = table.data();
+  float* sin_t = cos_t + half;
+  for (int64_t t = 0; t < tokens; ++t) {
+    const auto pos = static_cast<float>(positions[t]);
+    for (int i = 0; i < half; ++i) {
+      const float angle = pos * inv_freq[i];
+      cos_t[i] = std::cos(angle);
+      sin_t[i] = sin_sign * std::sin(angle);
+    }
+    for (int h = 0; h < heads; ++h) {
+      float* xh = x + (t * heads + h) * head_dim;
+      if (style == RopeStyle::kRotateHalf) {
+        float* xb = xh + half;
+        for (int i = 0; i < half; ++i) {
+          const float a = xh[i], b = xb[i];
+          xh[i] = a * cos_t[i] - b * sin_t[i];
+          xb[i] = b * cos_t[i] + a * sin_t[i];
+        }
+      } else {
+        for (int i = 0; i < half; ++i) {
+          const float a = xh[2 * i], b = xh[2 * i + 1];
+          xh[2 * i] = a * cos_t[i] - b * sin_t[i];
+          xh[2 * i + 1] = b * cos_t[i] + a * sin_t[i];
+        }
+      }
+    }
+  }
+}
+
+void rope_avx2(float* x, const int32_t* positions, int64_t tokens, int heads, int head_dim,
+               int rotary_dim, const float* inv_freq, RopeStyle style) {
+  rotate_fast(x, positions, tokens, heads, head_dim, rotary_dim, inv_freq, style, 1.0f);
+}
+
 constexpr KernelVariant<RopeFn> kRopeVariants[] = {
+    {"avx2", rope_avx2, avx2_supported},
     {"ref", ref::rope, always_supported},
 };
 
@@ -90,7 +134,7 @@ void rope(float* x, const int32_t* positions, int64_t tokens, int heads, int hea
 void rope_backward(float* dx, const int32_t* positions, int64_t tokens, int heads, int head_dim,
                    int rotary_dim, const float* inv_freq, RopeStyle style) {
   // The Jacobian of a rotation is the rotation; its transpose rotates by -angle.
-  rotate(dx, positions, tokens, heads, head_dim, rotary_dim, inv_freq, style, -1.0f);
+  rotate_fast(dx, positions, tokens, heads, head_dim, rotary_dim, inv_freq, style, -1.0f);
 }
 
 void rope_inv_freq(float* inv_freq, int rotary_dim, float theta, const char* scaling_type,
