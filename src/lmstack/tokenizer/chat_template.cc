@@ -1,0 +1,54 @@
+// ChatTemplate: the public face of the Jinja interpreter (jinja_*.cc). Parsing tokenizes and
+// builds the tree once; each render() makes a fresh Context over the caller's JSON, so
+// renders share nothing mutable.
+#include "lmstack/tokenizer/chat_template.h"
+
+#include "lmstack/core/error.h"
+#include "lmstack/tokenizer/jinja_context.h"
+#include "lmstack/tokenizer/jinja_parser.h"
+
+namespace lmstack::tokenizer {
+
+struct ChatTemplate::Tree {
+  jinja::Body body;
+};
+
+ChatTemplate ChatTemplate::parse(const std::string& source, const std::string& name) {
+  ChatTemplate t;
+  t.name_ = name;
+  auto tree = std::make_shared<Tree>();
+  tree->body = jinja::parse_template(jinja::tokenize(source, name), name);
+  t.tree_ = std::move(tree);
+  return t;
+}
+
+std::string ChatTemplate::render(const Json& context) const {
+  if (!context.is_object())
+    throw_error<RequestError>("{}: render context must be a JSON object, got {}", name_,
+                              context.type_name());
+  jinja::Scope root(nullptr);
+  for (const auto& [key, value] : context.items()) root.set(key, jinja::from_json(value));
+  jinja::Context ctx(&root);
+  std::string out;
+  try {
+    jinja::exec_body(tree_->body, ctx, out);
+  } catch (const jinja::RenderError& e) {
+    throw_error<RequestError>("{}:{}:{}: {}", name_, ctx.loc.line, ctx.loc.column, e.what());
+  }
+  return out;
+}
+
+std::string render_chat(const ChatTemplate& chat_template, const Json& messages,
+                        bool add_generation_prompt, const std::string& bos_token,
+                        const std::string& eos_token) {
+  Json context = Json::object();
+  context["messages"] = messages;
+  context["tools"] = nullptr;  // transformers always passes tools and documents (None)
+  context["documents"] = nullptr;
+  context["add_generation_prompt"] = add_generation_prompt;
+  context["bos_token"] = bos_token;
+  context["eos_token"] = eos_token;
+  return chat_template.render(context);
+}
+
+}  // namespace lmstack::tokenizer

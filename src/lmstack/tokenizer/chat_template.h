@@ -1,0 +1,66 @@
+// Chat templates: renders the Jinja template of a Hugging Face tokenizer_config.json
+// ("chat_template") into the prompt text a model expects, exactly as transformers'
+// apply_chat_template does (jinja2 ImmutableSandboxedEnvironment with trim_blocks and
+// lstrip_blocks, plus raise_exception, strftime_now and HF's tojson). `serve` and `chat`
+// build prompts with it. Reference: tools/ref/gen_chat_templates.py renders the same
+// templates with Python jinja2; tests compare byte for byte.
+//
+// Supported: text, {{ }}, {# #}, whitespace control (- and +), if/elif/else, for (with
+// else, `if` filter, tuple unpacking, loop.index/index0/revindex/revindex0/first/last/length/
+// previtem/nextitem/cycle, break/continue), set (name, tuple, ns.attr, block set), macro
+// (positional/keyword parameters with defaults), filter blocks, {% generation %}; literals,
+// lists, tuples, dicts, attribute/subscript/slice access, arithmetic, ~, comparisons (chained),
+// and/or/not, in/not in, inline if/else; filters abs attr capitalize count d default e escape
+// first float indent int items join last length list lower map max min reject rejectattr
+// replace reverse round safe select selectattr sort string sum title tojson trim unique upper
+// wordcount; jinja2's tests; str methods strip lstrip rstrip split startswith endswith upper
+// lower title capitalize replace find count splitlines join isdigit; dict get items keys
+// values; globals range namespace dict raise_exception strftime_now.
+// Unsupported (FormatError at parse, or RequestError at render, naming the construct):
+// other tags (raw, include, import, extends, block, call, with, autoescape, ...), recursive
+// loops, macro varargs/caller, *args/**kwargs, other filters, tests and methods, `%` string
+// formatting, non-string dict keys. upper/lower/title/capitalize change ASCII letters only;
+// integers are 64-bit. Dicts from `context` iterate in the Json's (sorted) key order.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "lmstack/core/json.h"
+
+namespace lmstack::tokenizer {
+
+namespace jinja {
+struct Stmt;
+}
+
+class ChatTemplate {
+ public:
+  // Parses a template once. Throws FormatError "<name>:<line>:<col>: <what>" on a syntax
+  // error or an unsupported construct ("... unsupported construct 'raw'").
+  static ChatTemplate parse(const std::string& source, const std::string& name = "chat_template");
+
+  // Renders with `context`, a JSON object whose members become template variables
+  // (usually messages, add_generation_prompt, bos_token, eos_token, tools). Throws
+  // RequestError "<name>:<line>:<col>: <what>" when rendering fails, including
+  // "raise_exception: <message>" when the template rejects the conversation, and
+  // RequestError if context is not an object.
+  // Thread safety: const and reentrant; any number of threads may render one template.
+  std::string render(const Json& context) const;
+
+  const std::string& name() const { return name_; }
+
+ private:
+  struct Tree;
+  std::string name_;
+  std::shared_ptr<const Tree> tree_;
+};
+
+// Renders `messages` (a JSON array of {role, content, ...}) with the variables transformers'
+// apply_chat_template passes: add_generation_prompt, bos_token, eos_token, and tools and
+// documents set to null.
+std::string render_chat(const ChatTemplate& chat_template, const Json& messages,
+                        bool add_generation_prompt, const std::string& bos_token,
+                        const std::string& eos_token);
+
+}  // namespace lmstack::tokenizer
