@@ -77,6 +77,23 @@ void gather_chunk(const PagedKv& kv, const int32_t* blocks, int kvh, int64_t j0,
   }
 }
 
+// Asks for the K and V rows of positions [j0, j0 + n) ahead of use. Rows of one kv head are
+// Hkv·D floats apart (often a page), a stride the hardware prefetchers do not follow.
+void prefetch_chunk(const PagedKv& kv, const int32_t* blocks, int kvh, int64_t j0, int n) {
+  const int64_t row_bytes = int64_t{kv.head_dim} * sizeof(float);
+  for (int j = 0; j < n; ++j) {
+    const int64_t pos = j0 + j;
+    const int64_t slot = int64_t{blocks[pos / kv.block_size]} * kv.block_size + pos % kv.block_size;
+    const int64_t offset = (slot * kv.kv_heads + kvh) * kv.head_dim;
+    const char* k = reinterpret_cast<const char*>(kv.k + offset);
+    const char* v = reinterpret_cast<const char*>(kv.v + offset);
+    for (int64_t line = 0; line < row_bytes; line += 64) {
+      __builtin_prefetch(k + line, 0, 2);
+      __builtin_prefetch(v + line, 0, 2);
+    }
+  }
+}
+
 // Runs one work item: its rows against its key slice, with the online softmax.
 void run_item(const AttentionLeaf& leaf, const Problem& p, const WorkItem& it, Scratch& sc,
               float* partials) {
@@ -98,6 +115,9 @@ void run_item(const AttentionLeaf& leaf, const Problem& p, const WorkItem& it, S
   for (int64_t j0 = it.key_begin; j0 < it.key_end; j0 += kChunk) {
     const int n = static_cast<int>(std::min<int64_t>(kChunk, it.key_end - j0));
     gather_chunk(*p.kv, blocks, it.kv_head, j0, n, kp, vp);
+    if (j0 + kChunk < it.key_end)
+      prefetch_chunk(*p.kv, blocks, it.kv_head, j0 + kChunk,
+                     static_cast<int>(std::min<int64_t>(kChunk, it.key_end - j0 - kChunk)));
     // Rows before r0 sit at positions < j0: the whole chunk is in their future.
     const int r0 = static_cast<int>(std::max<int64_t>(0, j0 - pos0)) * g;
     leaf.scores(sc.s + r0 * kChunk, kChunk, sc.q + r0 * d, rows - r0, kp, n, d);
