@@ -56,7 +56,11 @@ void dot_tile(float* s, int64_t ld_s, const float* q, const float* const* k, int
   }
   if constexpr (R == 4 && K == 4) {
     const __m512 sums = reduce_16(&acc[0][0]);
-    for (int r = 0; r < 4; ++r) _mm_storeu_ps(s + r * ld_s, _mm512_extractf32x4_ps(sums, r));
+    // Lanes 4r .. 4r+3 are row r (the immediates must be literal even without unrolling).
+    _mm_storeu_ps(s, _mm512_extractf32x4_ps(sums, 0));
+    _mm_storeu_ps(s + ld_s, _mm512_extractf32x4_ps(sums, 1));
+    _mm_storeu_ps(s + 2 * ld_s, _mm512_extractf32x4_ps(sums, 2));
+    _mm_storeu_ps(s + 3 * ld_s, _mm512_extractf32x4_ps(sums, 3));
   } else {
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < K; ++j) s[r * ld_s + j] = _mm512_reduce_add_ps(acc[r][j]);
