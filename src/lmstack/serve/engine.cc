@@ -1,0 +1,379 @@
+// The serving loop (see engine.h): admission, cancellation, one batched forward per step,
+// per-sequence sampling and streaming, and the end of requests.
+#include "lmstack/serve/engine.h"
+
+#include <algorithm>
+#include <cstring>
+#include <future>
+
+#include "lmstack/core/error.h"
+#include "lmstack/core/log.h"
+#include "lmstack/core/timer.h"
+
+namespace lmstack::serve {
+namespace {
+
+constexpr int kMaxChoices = 16;
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+struct Engine::ActiveRequest {
+  int64_t id = 0;
+  EngineRequest request;
+  std::shared_ptr<RequestStream> stream;
+  std::vector<std::unique_ptr<Sequence>> seqs;  // choice order; more appear at the fork
+  int num_finished = 0;
+  bool done = false;
+  double arrival = 0;
+  std::optional<double> first_token;
+  int completion_tokens = 0;
+};
+
+Engine::Engine(const model::ModelConfig& config, const model::ModelWeights& weights,
+               ThreadPool& pool, EngineOptions options)
+    : config_(config),
+      options_(std::move(options)),
+      max_context_(options_.max_context > 0 ? options_.max_context : config.max_position),
+      decoder_(config, weights, pool),
+      kv_(config, options_.num_blocks, options_.block_size),
+      blocks_(options_.num_blocks, options_.block_size),
+      cache_(options_.prefix_cache ? std::make_unique<PrefixCache>(blocks_) : nullptr),
+      scheduler_(options_.scheduler, blocks_, cache_.get()),
+      start_time_(now_seconds()) {
+  LMSTACK_CHECK(max_context_ > 0, "the engine needs a context length");
+}
+
+Engine::~Engine() { stop(); }
+
+void Engine::validate(const EngineRequest& r) const {
+  r.params.validate();
+  if (r.prompt.empty()) throw_error<RequestError>("prompt: is empty (no tokens)");
+  if (r.n < 1 || r.n > kMaxChoices)
+    throw_error<RequestError>("n: {} is outside [1, {}]", r.n, kMaxChoices);
+  for (size_t i = 0; i < r.prompt.size(); ++i)
+    if (r.prompt[i] < 0 || r.prompt[i] >= config_.vocab_size)
+      throw_error<RequestError>("prompt: token {} at position {} is outside the vocabulary of {}",
+                                r.prompt[i], i, config_.vocab_size);
+  const int64_t total = static_cast<int64_t>(r.prompt.size()) + r.params.max_tokens;
+  if (total > max_context_)
+    throw_error<RequestError>(
+        "max_tokens: the prompt ({} tokens) + max_tokens ({}) = {} exceeds the context of {}",
+        r.prompt.size(), r.params.max_tokens, total, max_context_);
+  if (blocks_.blocks_for_tokens(total) > blocks_.num_blocks())
+    throw_error<RequestError>(
+        "max_tokens: the prompt + max_tokens = {} tokens need {} KV blocks; the pool has {}", total,
+        blocks_.blocks_for_tokens(total), blocks_.num_blocks());
+}
+
+std::optional<std::shared_ptr<RequestStream>> Engine::submit(EngineRequest request) {
+  validate(request);
+  auto req = std::make_unique<ActiveRequest>();
+  req->request = std::move(request);
+  req->arrival = now_seconds();
+  std::shared_ptr<RequestStream> stream;
+  {
+    std::lock_guard lock(mu_);
+    if (num_waiting_ + static_cast<int>(incoming_.size()) >= options_.max_waiting) {
+      metrics_.observe_rejected();
+      return std::nullopt;
+    }
+    req->id = next_request_id_++;
+    req->stream = stream = std::make_shared<RequestStream>(req->id);
+    incoming_.push_back(std::move(req));
+  }
+  cv_.notify_one();
+  return stream;
+}
+
+void Engine::admit_incoming() {
+  std::vector<std::unique_ptr<ActiveRequest>> batch;
+  std::vector<std::function<void()>> tasks;
+  {
+    std::lock_guard lock(mu_);
+    batch.swap(incoming_);
+    tasks.swap(tasks_);
+  }
+  for (auto& task : tasks) task();
+  for (auto& req : batch) {
+    const model::SamplingParams& p = req->request.params;
+    auto seq = std::make_unique<Sequence>(next_seq_id_++, req->request.prompt, p);
+    seq->request_id = req->id;
+    if (options_.make_detokenizer) seq->detokenize = options_.make_detokenizer();
+    scheduler_.add(seq.get());
+    req->seqs.push_back(std::move(seq));
+    requests_.emplace(req->id, std::move(req));
+  }
+}
+
+void Engine::cancel_requests() {
+  for (auto& [id, req] : requests_) {
+    if (req->done || !req->stream->is_cancelled()) continue;
+    for (auto& seq : req->seqs)
+      if (seq->status != SeqStatus::kFinished) finish_seq(*req, *seq, "cancelled");
+  }
+}
+
+void Engine::copy_blocks(const StepPlan& plan) {
+  for (int l = 0; l < config_.num_layers; ++l) {
+    const kernels::PagedKv kv = kv_.layer(l);
+    const size_t block_floats = static_cast<size_t>(kv.block_size) * kv.kv_heads * kv.head_dim;
+    for (auto [src, dst] : plan.copies) {
+      std::memcpy(kv.k + dst * block_floats, kv.k + src * block_floats, block_floats * 4);
+      std::memcpy(kv.v + dst * block_floats, kv.v + src * block_floats, block_floats * 4);
+    }
+  }
+}
+
+void Engine::run_plan(const StepPlan& plan) {
+  copy_blocks(plan);
+  model::ForwardBatch batch;
+  int64_t prompt_tokens = 0;
+  for (const ScheduledSeq& s : plan.seqs) {
+    const Sequence& seq = *s.seq;
+    const auto first = seq.tokens.begin() + seq.num_computed;
+    batch.add_sequence(std::vector<int32_t>(first, first + s.num_new_tokens), seq.num_computed,
+                       seq.blocks, options_.block_size, s.wants_logits);
+    prompt_tokens += std::max(
+        0, std::min(seq.num_prompt_tokens, seq.num_computed + s.num_new_tokens) - seq.num_computed);
+  }
+  decoder_.forward(batch, kv_, logits_);
+  scheduler_.commit(plan);
+  const size_t vocab = static_cast<size_t>(config_.vocab_size);
+  size_t row = 0;
+  int64_t generated = 0;
+  for (const ScheduledSeq& s : plan.seqs) {
+    if (!s.wants_logits) continue;
+    const int before = s.seq->num_generated();
+    on_logits(*s.seq, std::span<float>(logits_.data() + row++ * vocab, vocab));
+    generated += std::max(0, s.seq->num_generated() - before);
+  }
+  metrics_.add_tokens(prompt_tokens, generated, now_seconds() - start_time_);
+}
+
+// The request's first sampled position: fork the other n - 1 choices, sharing every block
+// of the prompt (the last, partly filled one is copied on write later).
+void Engine::fork_choices(ActiveRequest& req, Sequence& parent) {
+  for (int c = 1; c < req.request.n; ++c) {
+    model::SamplingParams p = req.request.params;
+    p.seed += static_cast<uint64_t>(c);
+    auto child = std::make_unique<Sequence>(next_seq_id_++, parent.tokens, p);
+    child->request_id = req.id;
+    child->choice = c;
+    child->num_computed = parent.num_computed;
+    child->num_cached_prompt = parent.num_cached_prompt;
+    child->prompt_in_cache = true;
+    child->blocks = parent.blocks;
+    for (int32_t b : child->blocks) blocks_.add_ref(b);
+    if (options_.make_detokenizer) child->detokenize = options_.make_detokenizer();
+    scheduler_.add_running(child.get(), &parent);
+    req.seqs.push_back(std::move(child));
+  }
+}
+
+void Engine::on_logits(Sequence& seq, std::span<float> logits) {
+  ActiveRequest& req = *requests_.at(seq.request_id);
+  if (seq.choice == 0 && seq.num_generated() == 0 && req.seqs.size() == 1 && req.request.n > 1) {
+    const std::vector<float> original(logits.begin(), logits.end());
+    fork_choices(req, seq);
+    for (size_t c = 1; c < req.seqs.size(); ++c) {
+      std::vector<float> copy = original;
+      Sequence& child = *req.seqs[c];
+      emit_token(req, child, child.sampler.sample(copy, child.tokens));
+    }
+  }
+  emit_token(req, seq, seq.sampler.sample(logits, seq.tokens));
+}
+
+void Engine::emit_token(ActiveRequest& req, Sequence& seq, const model::SampleResult& sample) {
+  const model::SamplingParams& p = req.request.params;
+  if (!req.first_token) req.first_token = now_seconds();
+  if (!p.ignore_eos && std::find(options_.eos_ids.begin(), options_.eos_ids.end(), sample.token) !=
+                           options_.eos_ids.end()) {
+    finish_seq(req, seq, "stop");
+    return;
+  }
+  seq.tokens.push_back(sample.token);
+  ++req.completion_tokens;
+  StreamEvent e;
+  e.kind = StreamEvent::Kind::kToken;
+  e.choice = seq.choice;
+  e.token.token = sample.token;
+  e.token.sample = sample;
+  e.token.text = seq.stops.push(seq.detokenize ? seq.detokenize(sample.token) : "");
+  req.stream->push(std::move(e));
+  if (seq.stops.stopped())
+    finish_seq(req, seq, "stop");
+  else if (seq.num_generated() >= p.max_tokens || seq.num_tokens() >= max_context_)
+    finish_seq(req, seq, "length");
+}
+
+void Engine::finish_seq(ActiveRequest& req, Sequence& seq, const std::string& reason) {
+  // Text the stop matcher held back could still have begun a stop string: it is output now.
+  std::string tail = seq.stops.flush();
+  if (!tail.empty()) {
+    StreamEvent e;
+    e.choice = seq.choice;
+    e.token.token = -1;
+    e.token.text = std::move(tail);
+    req.stream->push(std::move(e));
+  }
+  StreamEvent fin;
+  fin.kind = StreamEvent::Kind::kFinish;
+  fin.choice = seq.choice;
+  fin.finish_reason = reason;
+  req.stream->push(std::move(fin));
+  scheduler_.finish(&seq, reason != "cancelled");
+  if (++req.num_finished == req.request.n ||
+      (reason == "cancelled" && req.num_finished == static_cast<int>(req.seqs.size())))
+    finish_request(req, reason != "cancelled", "");
+}
+
+void Engine::finish_request(ActiveRequest& req, bool ok, const std::string& error) {
+  const double now = now_seconds();
+  RequestUsage u;
+  u.prompt_tokens = static_cast<int>(req.request.prompt.size());
+  u.completion_tokens = req.completion_tokens;
+  u.cached_tokens = req.seqs.empty() ? 0 : req.seqs[0]->num_cached_prompt;
+  for (const auto& s : req.seqs) u.num_preemptions += s->num_preemptions;
+  u.ttft_seconds = req.first_token.value_or(now) - req.arrival;
+  u.e2e_seconds = now - req.arrival;
+  StreamEvent e;
+  e.kind = error.empty() ? StreamEvent::Kind::kDone : StreamEvent::Kind::kError;
+  e.usage = u;
+  e.error = error;
+  req.stream->push(std::move(e));
+  const int per_choice = req.completion_tokens / std::max(1, req.request.n);
+  metrics_.observe_request(u.ttft_seconds, u.e2e_seconds, per_choice, ok);
+  req.done = true;
+}
+
+void Engine::reap_finished() {
+  std::erase_if(requests_, [](const auto& kv) { return kv.second->done; });
+}
+
+void Engine::publish_gauges() {
+  EngineGauges g;
+  for (const auto& [id, req] : requests_) {
+    const bool running = std::any_of(req->seqs.begin(), req->seqs.end(), [](const auto& s) {
+      return s->status == SeqStatus::kRunning;
+    });
+    (running ? g.num_running : g.num_waiting) += 1;
+  }
+  g.kv_blocks_total = blocks_.num_blocks();
+  g.kv_blocks_used = blocks_.num_blocks() - blocks_.num_free();
+  std::tie(g.kv_tokens_stored, g.kv_tokens_allocated) = scheduler_.kv_tokens_stored_and_allocated();
+  if (cache_) {
+    const PrefixCacheStats st = cache_->stats();
+    g.prefix_query_tokens = st.num_query_tokens;
+    g.prefix_hit_tokens = st.num_hit_tokens;
+  }
+  g.num_preemptions = scheduler_.num_preemptions();
+  {
+    std::lock_guard lock(mu_);
+    num_waiting_ = g.num_waiting;
+  }
+  metrics_.set_gauges(g);
+}
+
+bool Engine::step() {
+  admit_incoming();
+  cancel_requests();
+  const StepPlan plan = scheduler_.schedule();
+  if (!plan.empty()) {
+    try {
+      run_plan(plan);
+    } catch (const std::exception& e) {
+      // One bad batch fails the requests in it, not the server.
+      log_error("engine step failed: {}", e.what());
+      for (const ScheduledSeq& s : plan.seqs) {
+        auto it = requests_.find(s.seq->request_id);
+        if (it == requests_.end() || it->second->done) continue;
+        for (auto& seq : it->second->seqs) scheduler_.finish(seq.get(), false);
+        finish_request(*it->second, false, e.what());
+      }
+    }
+  }
+  reap_finished();
+  publish_gauges();
+  return !plan.empty();
+}
+
+void Engine::run_until_idle() {
+  LMSTACK_CHECK(!thread_.joinable(), "run_until_idle() while the loop thread runs");
+  while (true) {
+    const bool worked = step();
+    bool incoming = false;
+    {
+      std::lock_guard lock(mu_);
+      incoming = !incoming_.empty();
+    }
+    if (requests_.empty() && !incoming) return;
+    LMSTACK_CHECK(worked || incoming, "{} requests are stuck: nothing could be scheduled",
+                  requests_.size());
+  }
+}
+
+void Engine::loop() {
+  while (true) {
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] {
+        return stopping_ || !incoming_.empty() || !tasks_.empty() || !requests_.empty();
+      });
+      if (stopping_) break;
+    }
+    step();
+  }
+  admit_incoming();  // runs pending tasks, so no explain_prefix() caller waits forever
+  for (auto& [id, req] : requests_) {
+    if (req->done) continue;
+    for (auto& seq : req->seqs) scheduler_.finish(seq.get(), false);
+    finish_request(*req, false, "the server is shutting down");
+  }
+  requests_.clear();
+}
+
+void Engine::start() {
+  LMSTACK_CHECK(!thread_.joinable(), "engine started twice");
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Engine::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Engine::clear_prefix_cache() {
+  if (cache_) cache_->clear();
+}
+
+std::optional<PrefixCacheStats> Engine::prefix_cache_stats() const {
+  if (!cache_) return std::nullopt;
+  return cache_->stats();
+}
+
+PrefixMatch Engine::explain_prefix(const std::vector<int32_t>& tokens) {
+  auto answer = [this, tokens] {
+    if (!cache_) return PrefixMatch{{}, 0, "the prefix cache is off (--no-prefix-cache)"};
+    return cache_->match(tokens, static_cast<int>(tokens.size()) - 1);
+  };
+  if (!thread_.joinable()) return answer();
+  auto task = std::make_shared<std::packaged_task<PrefixMatch()>>(answer);
+  std::future<PrefixMatch> result = task->get_future();
+  {
+    std::lock_guard lock(mu_);
+    tasks_.push_back([task] { (*task)(); });
+  }
+  cv_.notify_one();
+  return result.get();
+}
+
+}  // namespace lmstack::serve

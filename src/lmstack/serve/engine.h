@@ -1,0 +1,128 @@
+// Engine: many requests on the one forward path. Each step: schedule (continuous batching,
+// chunked prefill, prefix reuse, preemption) → copy-on-write block copies → one
+// Decoder::forward over the flattened batch → sample each sequence with its own parameters
+// and RNG → stream tokens, stop strings, EOS, max_tokens → free finished sequences. With
+// greedy sampling a request's tokens equal model::Generator's for the same prompt.
+//
+// Thread safety: submit(), snapshot(), metrics() and RequestStream::cancel() may be called
+// from any thread. Everything else (scheduler, blocks, KV, requests_) belongs to the loop
+// thread started by start(), or, without start(), to the one thread calling step().
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lmstack/core/thread_pool.h"
+#include "lmstack/model/decoder.h"
+#include "lmstack/model/kv_cache.h"
+#include "lmstack/serve/block_manager.h"
+#include "lmstack/serve/metrics.h"
+#include "lmstack/serve/prefix_cache.h"
+#include "lmstack/serve/request_stream.h"
+#include "lmstack/serve/scheduler.h"
+
+namespace lmstack::serve {
+
+// Makes a fresh incremental detokenizer (one per choice): token id → text completed by it.
+using DetokenizerFactory = std::function<std::function<std::string(int32_t)>()>;
+
+struct EngineOptions {
+  SchedulerOptions scheduler;
+  int block_size = 16;
+  int64_t num_blocks = 0;  // KV pool size (required)
+  bool prefix_cache = true;
+  int max_waiting = 1024;  // admission control: requests queued beyond this are refused
+  int max_context = 0;     // prompt + max_tokens at most (0: the model's max_position)
+  std::vector<int32_t> eos_ids;
+  DetokenizerFactory make_detokenizer;  // null: token events carry no text
+};
+
+struct EngineRequest {
+  std::vector<int32_t> prompt;
+  model::SamplingParams params;  // choice i samples with seed params.seed + i
+  int n = 1;
+};
+
+class Engine {
+ public:
+  // Config, weights and pool must outlive the engine. Allocates the KV pool.
+  Engine(const model::ModelConfig& config, const model::ModelWeights& weights, ThreadPool& pool,
+         EngineOptions options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request. Throws RequestError naming the field for an invalid one (empty prompt,
+  // token id outside the vocabulary, prompt + max_tokens past the context or the KV pool,
+  // bad sampling values, n outside [1, 16]). Returns nullopt when the queue is full.
+  std::optional<std::shared_ptr<RequestStream>> submit(EngineRequest request);
+
+  void start();  // runs step() on a loop thread until stop()
+  void stop();   // finishes the current step, fails unfinished requests, joins
+  // One iteration; false when there was nothing to do. Not while start()ed.
+  bool step();
+  // Steps until every submitted request has finished (tests, offline use).
+  void run_until_idle();
+
+  Metrics& metrics() { return metrics_; }
+  const model::ModelConfig& config() const { return config_; }
+  const EngineOptions& options() const { return options_; }
+  int max_context() const { return max_context_; }
+  const model::KvCache& kv_cache() const { return kv_; }
+  // Loop-thread state, for tests and start-up reports (not while start()ed).
+  const BlockManager& block_manager() const { return blocks_; }
+  void clear_prefix_cache();
+  std::optional<PrefixCacheStats> prefix_cache_stats() const;
+  // Why `tokens` would (not) hit the prefix cache right now (the /debug/prefix endpoint).
+  // Thread-safe: asks the loop thread and waits for its answer.
+  PrefixMatch explain_prefix(const std::vector<int32_t>& tokens);
+
+ private:
+  struct ActiveRequest;
+  void validate(const EngineRequest& r) const;
+  void admit_incoming();
+  void cancel_requests();
+  void run_plan(const StepPlan& plan);
+  void copy_blocks(const StepPlan& plan);
+  void on_logits(Sequence& seq, std::span<float> logits);
+  void fork_choices(ActiveRequest& req, Sequence& parent);
+  void emit_token(ActiveRequest& req, Sequence& seq, const model::SampleResult& sample);
+  void finish_seq(ActiveRequest& req, Sequence& seq, const std::string& reason);
+  void finish_request(ActiveRequest& req, bool ok, const std::string& error);
+  void reap_finished();
+  void publish_gauges();
+  void loop();
+
+  const model::ModelConfig& config_;
+  EngineOptions options_;
+  int max_context_;
+  model::Decoder decoder_;
+  model::KvCache kv_;
+  BlockManager blocks_;
+  std::unique_ptr<PrefixCache> cache_;
+  Scheduler scheduler_;
+  Metrics metrics_;
+  std::map<int64_t, std::unique_ptr<ActiveRequest>> requests_;  // loop thread only
+  std::vector<float> logits_;                                   // loop thread only
+  int64_t next_seq_id_ = 0;                                     // loop thread only
+  double start_time_ = 0;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<ActiveRequest>> incoming_;  // GUARDED_BY(mu_)
+  std::vector<std::function<void()>> tasks_;              // GUARDED_BY(mu_): run on the loop
+  int64_t next_request_id_ = 0;                           // GUARDED_BY(mu_)
+  int num_waiting_ = 0;    // GUARDED_BY(mu_): queued requests not yet running
+  bool stopping_ = false;  // GUARDED_BY(mu_)
+  std::thread thread_;
+};
+
+}  // namespace lmstack::serve

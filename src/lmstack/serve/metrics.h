@@ -1,0 +1,71 @@
+// Serving metrics in the Prometheus text exposition format (version 0.0.4), named like
+// vLLM's (`vllm:time_to_first_token_seconds` → `lmstack:time_to_first_token_seconds`):
+// latency histograms (TTFT, time per output token, end-to-end), request and token counters,
+// and gauges the engine sets once per step (running / waiting requests, KV usage, prefix
+// cache hit rate, preemptions, tokens/s over the last seconds).
+//
+// Thread safety: all methods may be called from any thread; state is guarded by mu_.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace lmstack::serve {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+  void observe(double value);
+  // "# HELP/# TYPE" lines, then name_bucket{le="..."} (cumulative), name_sum, name_count.
+  std::string render(const std::string& name, const std::string& help) const;
+  int64_t count() const { return count_; }
+  double sum() const { return sum_; }
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<int64_t> counts_;  // per bucket, not cumulative
+  double sum_ = 0;
+  int64_t count_ = 0;
+};
+
+// What the engine knows at the end of a step.
+struct EngineGauges {
+  int num_running = 0;
+  int num_waiting = 0;
+  int64_t kv_blocks_total = 0;
+  int64_t kv_blocks_used = 0;  // held by sequences or the prefix cache
+  int64_t kv_tokens_stored = 0;
+  int64_t kv_tokens_allocated = 0;
+  int64_t prefix_query_tokens = 0;
+  int64_t prefix_hit_tokens = 0;
+  int64_t num_preemptions = 0;
+};
+
+class Metrics {
+ public:
+  Metrics();
+  void observe_request(double ttft_s, double e2e_s, int completion_tokens, bool finished_ok);
+  void observe_rejected();  // a full queue answered 429
+  void add_tokens(int64_t prompt_tokens, int64_t generation_tokens, double now_s);
+  void set_gauges(const EngineGauges& g);
+  EngineGauges gauges() const;
+  std::string render_prometheus() const;
+
+ private:
+  mutable std::mutex mu_;
+  Histogram ttft_;                      // GUARDED_BY(mu_)
+  Histogram tpot_;                      // GUARDED_BY(mu_)
+  Histogram e2e_;                       // GUARDED_BY(mu_)
+  EngineGauges gauges_;                 // GUARDED_BY(mu_)
+  int64_t num_requests_ok_ = 0;         // GUARDED_BY(mu_)
+  int64_t num_requests_cancelled_ = 0;  // GUARDED_BY(mu_)
+  int64_t num_rejected_ = 0;            // GUARDED_BY(mu_)
+  int64_t prompt_tokens_ = 0;           // GUARDED_BY(mu_)
+  int64_t generation_tokens_ = 0;       // GUARDED_BY(mu_)
+  // (time, generated tokens) per step over the last window, for the tokens/s gauge.
+  std::vector<std::pair<double, int64_t>> recent_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace lmstack::serve

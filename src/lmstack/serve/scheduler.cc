@@ -1,0 +1,161 @@
+// Continuous batching with chunked prefill, prefix reuse and preemption by recompute (see
+// scheduler.h).
+#include "lmstack/serve/scheduler.h"
+
+#include <algorithm>
+
+#include "lmstack/core/error.h"
+
+namespace lmstack::serve {
+
+Scheduler::Scheduler(const SchedulerOptions& options, BlockManager& blocks, PrefixCache* cache)
+    : options_(options), blocks_(blocks), cache_(cache) {
+  LMSTACK_CHECK(options.max_batch_tokens > 0 && options.max_num_seqs > 0,
+                "scheduler limits must be positive");
+}
+
+void Scheduler::add(Sequence* seq) {
+  seq->status = SeqStatus::kWaiting;
+  waiting_.push_back(seq);
+}
+
+void Scheduler::add_running(Sequence* seq, Sequence* after) {
+  seq->status = SeqStatus::kRunning;
+  auto it = std::find(running_.begin(), running_.end(), after);
+  running_.insert(it == running_.end() ? it : it + 1, seq);
+}
+
+void Scheduler::cache_full_blocks(Sequence& seq, int num_tokens) {
+  const size_t full = static_cast<size_t>(num_tokens / blocks_.block_size());
+  if (cache_ == nullptr || full == 0) return;
+  cache_->insert(std::span<const int32_t>(seq.tokens).first(full * blocks_.block_size()),
+                 std::span<const int32_t>(seq.blocks).first(full));
+}
+
+void Scheduler::finish(Sequence* seq, bool cache_blocks) {
+  if (auto it = std::find(running_.begin(), running_.end(), seq); it != running_.end())
+    running_.erase(it);
+  if (auto it = std::find(waiting_.begin(), waiting_.end(), seq); it != waiting_.end())
+    waiting_.erase(it);
+  if (cache_blocks) cache_full_blocks(*seq, seq->num_computed);
+  blocks_.release_all(seq->blocks);
+  seq->status = SeqStatus::kFinished;
+}
+
+bool Scheduler::reserve(int64_t n) {
+  if (blocks_.can_allocate(n)) return true;
+  return cache_ != nullptr && cache_->make_free(n);
+}
+
+bool Scheduler::grow(Sequence& seq, int tokens, StepPlan& plan) {
+  const int bs = blocks_.block_size();
+  const int64_t missing =
+      blocks_.blocks_for_tokens(tokens) - static_cast<int64_t>(seq.blocks.size());
+  // The first block this step writes must be ours alone (copy on write): after an n > 1 fork
+  // the prompt's last, partly filled block is shared by all choices.
+  const size_t first = static_cast<size_t>(seq.num_computed / bs);
+  const bool copy = first < seq.blocks.size() && blocks_.is_shared(seq.blocks[first]);
+  if (!reserve(std::max<int64_t>(missing, 0) + (copy ? 1 : 0))) return false;
+  if (copy) {
+    const int32_t dst = *blocks_.allocate();
+    plan.copies.emplace_back(seq.blocks[first], dst);
+    blocks_.release(seq.blocks[first]);
+    seq.blocks[first] = dst;
+  }
+  for (int64_t i = 0; i < missing; ++i) seq.blocks.push_back(*blocks_.allocate());
+  return true;
+}
+
+void Scheduler::preempt(Sequence* seq, StepPlan& plan) {
+  // Keep what was computed in the prefix cache: the recompute will likely find it there.
+  cache_full_blocks(*seq, seq->num_computed);
+  blocks_.release_all(seq->blocks);
+  seq->num_computed = 0;
+  seq->status = SeqStatus::kWaiting;
+  ++seq->num_preemptions;
+  ++num_preemptions_;
+  running_.erase(std::find(running_.begin(), running_.end(), seq));
+  waiting_.push_front(seq);  // older victims are preempted later and land in front
+  plan.preempted.push_back(seq);
+}
+
+void Scheduler::schedule_running(StepPlan& plan, int& budget) {
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Sequence* seq = running_[i];
+    const int n = std::min(seq->num_uncomputed(), budget);
+    bool preempted_self = false;
+    while (!grow(*seq, seq->num_computed + n, plan)) {
+      Sequence* victim = running_.back();  // the newest; never one already in the plan
+      preempt(victim, plan);
+      if (victim == seq) {
+        preempted_self = true;
+        break;
+      }
+    }
+    if (preempted_self) break;
+    plan.seqs.push_back({seq, n, seq->num_computed + n == seq->num_tokens()});
+    budget -= n;
+    ++i;
+  }
+}
+
+void Scheduler::admit_prefix(Sequence& seq) {
+  if (cache_ == nullptr) return;
+  // The last token is always computed: its logits choose the next token.
+  const PrefixMatch m = cache_->match(seq.tokens, seq.num_tokens() - 1);
+  for (int32_t b : m.blocks) blocks_.add_ref(b);
+  seq.blocks = m.blocks;
+  seq.num_computed = m.num_tokens;
+}
+
+void Scheduler::schedule_waiting(StepPlan& plan, int& budget) {
+  while (!waiting_.empty() && budget > 0 &&
+         static_cast<int>(running_.size()) < options_.max_num_seqs) {
+    Sequence* seq = waiting_.front();
+    admit_prefix(*seq);
+    const int n = std::min(seq->num_uncomputed(), budget);
+    if (!grow(*seq, seq->num_computed + n, plan)) {
+      blocks_.release_all(seq->blocks);
+      seq->num_computed = 0;
+      break;  // FCFS: nobody overtakes the head of the queue
+    }
+    if (cache_ != nullptr) cache_->record_query(seq->num_tokens(), seq->num_computed);
+    if (seq->num_preemptions == 0) seq->num_cached_prompt = seq->num_computed;
+    waiting_.pop_front();
+    seq->status = SeqStatus::kRunning;
+    running_.push_back(seq);
+    plan.seqs.push_back({seq, n, seq->num_computed + n == seq->num_tokens()});
+    budget -= n;
+  }
+}
+
+StepPlan Scheduler::schedule() {
+  StepPlan plan;
+  int budget = options_.max_batch_tokens;
+  schedule_running(plan, budget);
+  // A step that had to preempt admits nobody new (the pool is short).
+  if (plan.preempted.empty()) schedule_waiting(plan, budget);
+  plan.num_tokens = options_.max_batch_tokens - budget;
+  return plan;
+}
+
+void Scheduler::commit(const StepPlan& plan) {
+  for (const ScheduledSeq& s : plan.seqs) {
+    s.seq->num_computed += s.num_new_tokens;
+    if (!s.seq->prompt_in_cache && s.seq->num_computed >= s.seq->num_prompt_tokens) {
+      cache_full_blocks(*s.seq, s.seq->num_prompt_tokens);
+      s.seq->prompt_in_cache = true;
+    }
+  }
+}
+
+std::pair<int64_t, int64_t> Scheduler::kv_tokens_stored_and_allocated() const {
+  int64_t stored = 0, allocated = 0;
+  for (const Sequence* s : running_) {
+    stored += s->num_computed;
+    allocated += static_cast<int64_t>(s->blocks.size()) * blocks_.block_size();
+  }
+  return {stored, allocated};
+}
+
+}  // namespace lmstack::serve

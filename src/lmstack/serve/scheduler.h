@@ -1,0 +1,88 @@
+// Scheduler: iteration-level continuous batching (Orca, Yu et al. 2022) with a token budget
+// per step and chunked prefill (Sarathi, Agrawal et al. 2023). Each step it first gives every
+// running sequence the tokens it still needs (a decode needs 1; a prompt being prefilled gets
+// what the budget leaves), then admits waiting sequences first come, first served, each with
+// its longest cached prefix. When the KV pool runs out it evicts unused cached prefixes, then
+// preempts the most recently admitted sequence by recompute (its blocks are freed; it goes
+// back to the front of the queue and later recomputes its tokens, sampling state intact).
+//
+// Thread safety: none; only the engine loop thread touches it.
+// Invariants: a sequence is in exactly one of waiting() / running() or in neither (finished);
+// running sequences hold blocks for all their computed tokens.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "lmstack/serve/block_manager.h"
+#include "lmstack/serve/prefix_cache.h"
+#include "lmstack/serve/sequence.h"
+
+namespace lmstack::serve {
+
+struct SchedulerOptions {
+  int max_batch_tokens = 512;  // tokens per forward step (the budget)
+  int max_num_seqs = 256;      // running sequences at most
+};
+
+struct ScheduledSeq {
+  Sequence* seq;
+  int num_new_tokens;  // tokens [num_computed, num_computed + num_new_tokens) run this step
+  bool wants_logits;   // the chunk reaches the end of the sequence: sample after the step
+};
+
+struct StepPlan {
+  std::vector<ScheduledSeq> seqs;
+  std::vector<std::pair<int32_t, int32_t>> copies;  // (src, dst) blocks to copy before the step
+  std::vector<Sequence*> preempted;                 // moved back to waiting this step
+  int num_tokens = 0;
+  bool empty() const { return seqs.empty(); }
+};
+
+class Scheduler {
+ public:
+  // `cache` may be null (prefix caching off). Both must outlive the scheduler.
+  Scheduler(const SchedulerOptions& options, BlockManager& blocks, PrefixCache* cache);
+
+  void add(Sequence* seq);  // to the back of the queue
+  // Adds a running sequence right behind `after` (n > 1 forks join in the same step).
+  void add_running(Sequence* seq, Sequence* after);
+  // Removes a sequence wherever it is and frees its blocks; its computed full blocks go to
+  // the prefix cache first when `cache_blocks` is set.
+  void finish(Sequence* seq, bool cache_blocks);
+  // The next step's plan; the plan's sequences are running and hold their blocks.
+  StepPlan schedule();
+  // Called after the step ran: advances num_computed, caches newly completed prompt blocks.
+  void commit(const StepPlan& plan);
+
+  const std::deque<Sequence*>& waiting() const { return waiting_; }
+  const std::vector<Sequence*>& running() const { return running_; }
+  bool has_work() const { return !waiting_.empty() || !running_.empty(); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  // Tokens held in blocks by running sequences (computed + scheduled) and the tokens those
+  // blocks could hold: their ratio is the KV utilisation (internal fragmentation only).
+  std::pair<int64_t, int64_t> kv_tokens_stored_and_allocated() const;
+
+ private:
+  bool reserve(int64_t n);
+  // Gives `seq` blocks for `tokens` tokens, copying a shared last block first. False (and
+  // nothing changed) when the pool cannot supply them.
+  bool grow(Sequence& seq, int tokens, StepPlan& plan);
+  void preempt(Sequence* seq, StepPlan& plan);
+  void schedule_running(StepPlan& plan, int& budget);
+  void schedule_waiting(StepPlan& plan, int& budget);
+  void admit_prefix(Sequence& seq);
+  void cache_full_blocks(Sequence& seq, int num_tokens);
+
+  SchedulerOptions options_;
+  BlockManager& blocks_;
+  PrefixCache* cache_;
+  std::deque<Sequence*> waiting_;
+  std::vector<Sequence*> running_;  // admission order: the last is preempted first
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace lmstack::serve

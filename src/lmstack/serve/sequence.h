@@ -1,0 +1,53 @@
+// Sequence: one choice of one request as the scheduler sees it: its tokens (prompt, then
+// generated), how many of them have KV in the cache, its block table, and the per-choice
+// sampling and text state. A request with n > 1 has n sequences that share the prompt's
+// blocks (forked after the prompt's prefill). Not here: HTTP, JSON, the queue of events.
+//
+// Thread safety: owned by the engine and touched only by its loop thread.
+// Invariants: num_computed <= tokens.size(); blocks cover at least num_computed tokens.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lmstack/model/sampler.h"
+#include "lmstack/model/stop_matcher.h"
+
+namespace lmstack::serve {
+
+enum class SeqStatus { kWaiting, kRunning, kFinished };
+
+struct Sequence {
+  Sequence(int64_t seq_id, std::vector<int32_t> prompt, const model::SamplingParams& params)
+      : id(seq_id),
+        tokens(std::move(prompt)),
+        num_prompt_tokens(static_cast<int>(tokens.size())),
+        sampler(params),
+        stops(params.stop) {}
+
+  int64_t id;
+  int64_t request_id = 0;
+  int choice = 0;  // index among the request's n choices
+  std::vector<int32_t> tokens;
+  int num_prompt_tokens;
+  int num_computed = 0;          // tokens [0, num_computed) have KV in `blocks`
+  int num_cached_prompt = 0;     // prompt tokens found in the prefix cache at admission
+  bool prompt_in_cache = false;  // the prompt's full blocks were offered to the cache
+  std::vector<int32_t> blocks;   // the block table
+  SeqStatus status = SeqStatus::kWaiting;
+  int num_preemptions = 0;
+
+  model::Sampler sampler;  // per-choice RNG (seed + choice)
+  model::StopMatcher stops;
+  std::function<std::string(int32_t)> detokenize;  // incremental, per choice
+
+  int num_tokens() const { return static_cast<int>(tokens.size()); }
+  int num_generated() const { return num_tokens() - num_prompt_tokens; }
+  // Tokens still to run through the model before the next sample.
+  int num_uncomputed() const { return num_tokens() - num_computed; }
+};
+
+}  // namespace lmstack::serve
