@@ -237,11 +237,16 @@ void flash_paged_attention(const AttentionLeaf& leaf, ThreadPool& pool, float* o
   std::stable_sort(order.begin(), order.end(),
                    [&](int32_t a, int32_t b) { return items[a].cost() > items[b].cost(); });
   std::atomic<size_t> next{0};
-  pool.run_on_all([&](int) {
+  auto worker = [&](int) {
     thread_local Scratch scratch;
     for (size_t i = next.fetch_add(1); i < order.size(); i = next.fetch_add(1))
       run_item(leaf, p, items[static_cast<size_t>(order[i])], scratch, partials.data());
-  });
+  };
+  // A single item (one short sequence with one kv head) is not worth waking the pool.
+  if (order.size() == 1)
+    worker(0);
+  else
+    pool.run_on_all(worker);
   if (sliced.empty()) return;
   pool.parallel_for(std::ssize(sliced), [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t)
