@@ -129,7 +129,7 @@ void parse_qwen2(const Json& j, const std::string& src, ModelConfig& c) {
   parse_llama_common(j, src, c);
   c.qkv_bias = true;  // Qwen2Attention: q/k/v_proj have bias=True, o_proj bias=False
   c.o_bias = false;
-  c.head_dim = 0;
+  c.head_dim = optional<int>(j, "head_dim", 0, src);  // read by transformers >= 4.48
   // Qwen2 keeps sliding_window in config.json but applies it only with use_sliding_window.
   if (!optional<bool>(j, "use_sliding_window", false, src)) c.sliding_window = 0;
 }
