@@ -1,8 +1,8 @@
 // paged_attention and kv_write: the reference against hand-computed outputs, every variant
 // against the reference over prefill, decode, chunked-prefill and mixed batches (GQA, MQA,
-// MHA; head dims 32/40/64/128; block sizes 1, 7, 16; shuffled block tables; partially filled
-// blocks whose unused rows hold NaN, so reading past a context fails), and prefill of N tokens
-// against N single-token decode steps.
+// MHA; head dims 32/40/64/128; block sizes 1, 7, 16; shuffled block tables; a sequence with
+// no queries this step; partially filled blocks whose unused rows hold NaN, so reading past
+// a context fails), and prefill of N tokens against N single-token decode steps.
 // Legend: T query rows, H query heads, Hkv kv heads, D head dim.
 #include <algorithm>
 #include <cmath>
@@ -115,7 +115,7 @@ const std::vector<std::pair<std::string, std::vector<SeqSpec>>>& batches() {
   static const std::vector<std::pair<std::string, std::vector<SeqSpec>>> b = {
       {"prefill", {{37, 37}, {1, 1}, {70, 70}}},
       {"decode", {{1, 600}, {1, 1}, {1, 17}, {1, 129}}},
-      {"mixed", {{5, 5}, {1, 300}, {20, 75}, {1, 2}, {33, 160}}},
+      {"mixed", {{5, 5}, {1, 300}, {0, 40}, {20, 75}, {1, 2}, {33, 160}}},
   };
   return b;
 }
