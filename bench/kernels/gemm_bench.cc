@@ -141,6 +141,18 @@ BENCHMARK(BM_Prefill)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
+// Between decode and prefill (batched decode, small prefill chunks): where GEMV hands over
+// to the blocked GEMM (linear.cc's kGemvMaxRows).
+void BM_MidM(benchmark::State& state) {
+  const int64_t m = state.range(0), n = 5632, k = 2048;
+  const Tensor w = filled(n, k, DType::kBF16);
+  std::vector<float> x(static_cast<size_t>(m * k), 0.5f), y(static_cast<size_t>(m * n));
+  for (auto _ : state) linear(pool(), y.data(), x.data(), w, m);
+  const double flops = 2.0 * m * n * k * static_cast<double>(state.iterations());
+  state.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_MidM)->DenseRange(4, 16, 4)->Arg(24)->Arg(32)->Arg(64)->UseRealTime();
+
 // Training's backward products in f32: dX = dY · W (no transpose), dW = dYᵀ · X (trans_a).
 void BM_GemmF32(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
