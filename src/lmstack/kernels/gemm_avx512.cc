@@ -19,23 +19,30 @@ inline __mmask16 tail_mask(int64_t n) {
                  : static_cast<__mmask16>((1u << (n > 0 ? n : 0)) - 1u);
 }
 
-// Up to 16 elements of one row of B [N, K] as f32, zero past `count`.
-inline __m512 load_row(WeightType wt, const void* b, int64_t at, __mmask16 mask) {
-  if (wt == WeightType::kF32) return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(b) + at);
-  const __m256i h = _mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(b) + at);
-  if (wt == WeightType::kBF16)
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-  return _mm512_cvtph_ps(h);
+// Up to 16 elements of one row of B [N, K] as f32, zero where `mask` is off.
+template <WeightType WT>
+inline __m512 load_row(const void* b, int64_t at, __mmask16 mask) {
+  if constexpr (WT == WeightType::kF32) {
+    return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(b) + at);
+  } else {
+    const __m256i h = _mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(b) + at);
+    if constexpr (WT == WeightType::kBF16)
+      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    else
+      return _mm512_cvtph_ps(h);
+  }
 }
 
 // In-place 16 x 16 f32 transpose: r[i] lane j becomes r[j] lane i. Three stages: 32-bit and
 // 64-bit interleaves within 128-bit lanes, then a 4 x 4 transpose of the 128-bit lanes.
 inline void transpose16(__m512 r[16]) {
   __m512 a[16], b[16];
+#pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
     a[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
     a[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
   }
+#pragma GCC unroll 4
   for (int i = 0; i < 4; ++i) {  // b[4i + c] lane L = rows 4i..4i+3 at column 4L + c
     const __m512d a0 = _mm512_castps_pd(a[4 * i]), a1 = _mm512_castps_pd(a[4 * i + 1]);
     const __m512d a2 = _mm512_castps_pd(a[4 * i + 2]), a3 = _mm512_castps_pd(a[4 * i + 3]);
@@ -44,6 +51,7 @@ inline void transpose16(__m512 r[16]) {
     b[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
     b[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
   }
+#pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {  // column 4L + c takes lane L of b[c], b[4+c], b[8+c], b[12+c]
     const __m512 u0 = _mm512_shuffle_f32x4(b[c], b[4 + c], 0x44);
     const __m512 u1 = _mm512_shuffle_f32x4(b[c], b[4 + c], 0xee);
@@ -57,25 +65,46 @@ inline void transpose16(__m512 r[16]) {
 }
 
 // B [N, K] -> panels of 32 columns: each 16-column half is built from 16 x 16 tiles read
-// row-wise (contiguous in K) and transposed into k-major order.
-void pack_b_nt(WeightType wt, const void* b, int64_t ldb, int64_t n0, int64_t nc, int64_t k0,
-               int64_t kc, float* bp) {
+// row-wise (contiguous in K) and transposed into k-major order. Every loop over the 16 tile
+// registers is fully unrolled with constant indices, or r[] would live on the stack.
+template <WeightType WT>
+void pack_b_nt_typed(const void* b, int64_t ldb, int64_t n0, int64_t nc, int64_t k0, int64_t kc,
+                     float* bp) {
   for (int64_t jp = 0; jp < nc; jp += kNr) {
     float* panel = bp + jp / kNr * kc * kNr;
     for (int h = 0; h < 2; ++h) {
       const int64_t first = jp + h * 16;
       const int64_t rows = nc - first < 16 ? nc - first : 16;  // may be <= 0: zero half
+      const int64_t row0 = (n0 + first) * ldb + k0;
       for (int64_t kk = 0; kk < kc; kk += 16) {
         const int64_t steps = kc - kk < 16 ? kc - kk : 16;
         const __mmask16 mask = tail_mask(steps);
         __m512 r[16];
+#pragma GCC unroll 16
         for (int i = 0; i < 16; ++i)
-          r[i] = i < rows ? load_row(wt, b, (n0 + first + i) * ldb + k0 + kk, mask)
-                          : _mm512_setzero_ps();
+          r[i] = i < rows ? load_row<WT>(b, row0 + i * ldb + kk, mask) : _mm512_setzero_ps();
         transpose16(r);
-        for (int64_t q = 0; q < steps; ++q) _mm512_storeu_ps(panel + (kk + q) * kNr + h * 16, r[q]);
+        float* dst = panel + kk * kNr + h * 16;
+#pragma GCC unroll 16
+        for (int q = 0; q < 16; ++q)
+          if (q < steps) _mm512_storeu_ps(dst + q * kNr, r[q]);
       }
     }
+  }
+}
+
+void pack_b_nt(WeightType wt, const void* b, int64_t ldb, int64_t n0, int64_t nc, int64_t k0,
+               int64_t kc, float* bp) {
+  switch (wt) {
+    case WeightType::kF32:
+      pack_b_nt_typed<WeightType::kF32>(b, ldb, n0, nc, k0, kc, bp);
+      break;
+    case WeightType::kBF16:
+      pack_b_nt_typed<WeightType::kBF16>(b, ldb, n0, nc, k0, kc, bp);
+      break;
+    case WeightType::kF16:
+      pack_b_nt_typed<WeightType::kF16>(b, ldb, n0, nc, k0, kc, bp);
+      break;
   }
 }
 
