@@ -67,9 +67,10 @@ void check(const KernelVariant<GemmF32Fn>& v, ThreadPool& pool, const Problem& p
 TEST(GemmF32, EveryVariantMatchesReference) {
   std::mt19937 rng(99);
   ThreadPool pool1(1), pool2(2);
-  const int64_t sizes[][3] = {{1, 1, 1},    {1, 17, 33},   {3, 5, 7},     {7, 33, 100},
-                              {16, 32, 64}, {15, 47, 257}, {29, 100, 40}, {64, 65, 300},
-                              {100, 1, 9},  {2, 300, 3},   {45, 129, 520}};
+  const int64_t sizes[][3] = {
+      {1, 1, 1},    {1, 17, 33},   {3, 5, 7},      {7, 33, 100},
+      {16, 32, 64}, {15, 47, 257}, {29, 100, 40},  {64, 65, 300},
+      {100, 1, 9},  {2, 300, 3},   {45, 129, 520}, {20, 530, 400}};  // > one NC x KC block of B
   const float scalars[][2] = {{1.0f, 0.0f}, {1.0f, 1.0f}, {-0.5f, 2.0f}, {2.0f, 0.0f}};
   for (const auto& v : gemm_f32_variants()) {
     if (!v.supported()) {
