@@ -1,0 +1,209 @@
+// TrainModel's set-up, parameters and the top of the forward/backward (embedding, final norm,
+// lm_head and the fused cross-entropy); the per-layer blocks are in model_train_layer.cc. The
+// loss is the mean token cross-entropy; the backward walks the graph of decoder.cc in reverse.
+#include "lmstack/train/model_train.h"
+
+#include <cstring>
+
+#include "lmstack/core/error.h"
+#include "lmstack/core/half.h"
+#include "lmstack/kernels/ops.h"
+#include "lmstack/train/backward/backward.h"
+#include "lmstack/train/model_train_buffers.h"
+
+namespace lmstack::train {
+namespace {
+
+Tensor owned_f32(const Tensor& t, MemoryCategory category) {
+  Tensor out = Tensor::zeros(t.shape(), DType::kF32, category);
+  float* dst = out.data<float>();
+  const int64_t n = t.numel();
+  if (t.dtype() == DType::kF32)
+    std::memcpy(dst, t.data<float>(), static_cast<size_t>(n) * sizeof(float));
+  else if (t.dtype() == DType::kBF16)
+    convert_bf16_to_f32(t.data<uint16_t>(), dst, n);
+  else if (t.dtype() == DType::kF16)
+    convert_f16_to_f32(t.data<uint16_t>(), dst, n);
+  else
+    throw_error<ConfigError>("cannot train a weight stored as {}", dtype_name(t.dtype()));
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, Tensor*>> weight_fields(model::ModelWeights& w, bool tied) {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  auto add = [&](const std::string& name, Tensor& t) {
+    if (t.defined()) out.emplace_back(name, &t);
+  };
+  add("embed", w.embed);
+  add("pos_embed", w.pos_embed);
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    model::LayerWeights& l = w.layers[i];
+    const std::string p = "layers." + std::to_string(i) + ".";
+    std::pair<const char*, Tensor*> fields[] = {{"attn_norm", &l.attn_norm},
+                                                {"attn_norm_bias", &l.attn_norm_bias},
+                                                {"wq", &l.wq},
+                                                {"wk", &l.wk},
+                                                {"wv", &l.wv},
+                                                {"wo", &l.wo},
+                                                {"bq", &l.bq},
+                                                {"bk", &l.bk},
+                                                {"bv", &l.bv},
+                                                {"bo", &l.bo},
+                                                {"q_norm", &l.q_norm},
+                                                {"k_norm", &l.k_norm},
+                                                {"mlp_norm", &l.mlp_norm},
+                                                {"mlp_norm_bias", &l.mlp_norm_bias},
+                                                {"w_gate", &l.w_gate},
+                                                {"w_up", &l.w_up},
+                                                {"w_down", &l.w_down},
+                                                {"b_up", &l.b_up},
+                                                {"b_down", &l.b_down}};
+    for (auto& [name, t] : fields) add(p + name, *t);
+  }
+  add("final_norm", w.final_norm);
+  add("final_norm_bias", w.final_norm_bias);
+  if (!tied) add("lm_head", w.lm_head);
+  return out;
+}
+
+TrainModel::TrainModel(const model::ModelConfig& config, const model::ModelWeights& init,
+                       ThreadPool& pool, TrainModelOptions options)
+    : config_(config), pool_(pool), options_(options) {
+  if (config.sliding_window > 0)
+    throw_error<ConfigError>("training with a sliding window ({}) is not supported",
+                             config.sliding_window);
+  const bool tied = config.tie_word_embeddings;
+  model::ModelWeights src = init;  // handles only
+  master_ = init;
+  grads_ = init;
+  auto src_fields = weight_fields(src, tied);
+  auto master_fields = weight_fields(master_, tied);
+  auto grad_fields = weight_fields(grads_, tied);
+  for (size_t i = 0; i < src_fields.size(); ++i) {
+    const Tensor& s = *src_fields[i].second;
+    *master_fields[i].second = owned_f32(s, MemoryCategory::kWeights);
+    *grad_fields[i].second = Tensor::zeros(s.shape(), DType::kF32, MemoryCategory::kGradients);
+    params_.push_back(
+        {master_fields[i].first, master_fields[i].second, grad_fields[i].second, s.rank() == 2});
+  }
+  if (tied) {  // one storage: lm_head's gradient lands in embed's
+    master_.lm_head = master_.embed;
+    grads_.lm_head = grads_.embed;
+  }
+  compute_ = master_;
+  sync_compute_weights();
+  if (!config.learned_positions) {
+    inv_freq_.resize(static_cast<size_t>(config.head_dim / 2));
+    const model::RopeScaling& s = config.rope_scaling;
+    kernels::rope_inv_freq(inv_freq_.data(), config.head_dim, config.rope_theta, s.type.c_str(),
+                           s.factor, s.low_freq_factor, s.high_freq_factor,
+                           s.original_max_position);
+  }
+}
+
+TrainModel::~TrainModel() = default;
+
+void TrainModel::sync_compute_weights() {
+  if (options_.compute_dtype == DType::kF32) return;
+  LMSTACK_CHECK(options_.compute_dtype == DType::kBF16, "compute dtype {}",
+                dtype_name(options_.compute_dtype));
+  const bool tied = config_.tie_word_embeddings;
+  auto master = weight_fields(master_, tied);
+  auto compute = weight_fields(compute_, tied);
+  for (size_t i = 0; i < master.size(); ++i) {
+    const Tensor& m = *master[i].second;
+    if (m.rank() != 2) continue;  // norms and biases stay f32
+    Tensor& c = *compute[i].second;
+    if (c.dtype() != DType::kBF16) c = Tensor::zeros(m.shape(), DType::kBF16);
+    convert_f32_to_bf16(m.data<float>(), c.data<uint16_t>(), m.numel());
+  }
+  if (tied) compute_.lm_head = compute_.embed;
+}
+
+int64_t TrainModel::num_parameters() const {
+  int64_t n = 0;
+  for (const ParamRef& p : params_) n += p.value->numel();
+  return n;
+}
+
+int64_t TrainModel::activation_bytes() const { return buf_ ? buf_->bytes() : 0; }
+
+void TrainModel::zero_grads() {
+  for (ParamRef& p : params_)
+    std::memset(p.grad->raw_data(), 0, static_cast<size_t>(p.grad->nbytes()));
+}
+
+void TrainModel::forward(const int32_t* inputs, int batch, int seq) {
+  const model::ModelConfig& c = config_;
+  if (c.learned_positions && seq > c.max_position)
+    throw_error<RequestError>("sequence length {} exceeds the model's {} learned positions", seq,
+                              c.max_position);
+  ensure_buffers(batch, seq);
+  Buffers& b = *buf_;
+  const int64_t n = static_cast<int64_t>(batch) * seq;
+  float* x0 = fptr(b.inputs[0]);
+  kernels::embedding_lookup(x0, compute_.embed, inputs, n);
+  if (c.learned_positions) {
+    std::vector<float> pos(static_cast<size_t>(n * c.hidden_size));
+    kernels::embedding_lookup(pos.data(), compute_.pos_embed, b.positions.data(), n);
+    kernels::add_inplace(x0, pos.data(), n * c.hidden_size);
+  }
+  for (int l = 0; l < c.num_layers; ++l) layer_forward(l, batch, seq);
+  norm_forward(fptr(b.nf), fptr(b.nf_mean), fptr(b.nf_rstd), fptr(b.inputs.back()),
+               master_.final_norm, master_.final_norm_bias, n);
+  kernels::linear(pool_, fptr(b.logits), fptr(b.nf), compute_.lm_head, n);
+}
+
+double TrainModel::forward_backward(const int32_t* inputs, const int32_t* targets, int batch,
+                                    int seq, float grad_scale) {
+  forward(inputs, batch, seq);
+  Buffers& b = *buf_;
+  const int64_t n = static_cast<int64_t>(batch) * seq;
+  const double total = cross_entropy_forward_backward(fptr(b.logits), fptr(b.losses), targets, n,
+                                                      config_.vocab_size, grad_scale);
+  backward(inputs);
+  return total / static_cast<double>(n);
+}
+
+double TrainModel::evaluate(const int32_t* inputs, const int32_t* targets, int batch, int seq) {
+  forward(inputs, batch, seq);
+  const int64_t n = static_cast<int64_t>(batch) * seq;
+  return cross_entropy_loss(fptr(buf_->logits), fptr(buf_->losses), targets, n,
+                            config_.vocab_size) /
+         static_cast<double>(n);
+}
+
+void TrainModel::logits(const int32_t* inputs, int batch, int seq, std::vector<float>& out) {
+  forward(inputs, batch, seq);
+  const size_t count = static_cast<size_t>(batch) * static_cast<size_t>(seq) *
+                       static_cast<size_t>(config_.vocab_size);
+  out.assign(fptr(buf_->logits), fptr(buf_->logits) + count);
+}
+
+// Reverse of forward(): lm_head, final norm, layers L-1..0, embeddings. b.logits holds
+// dL/dlogits (written in place by the fused cross-entropy).
+void TrainModel::backward(const int32_t* inputs) {
+  const model::ModelConfig& c = config_;
+  Buffers& b = *buf_;
+  const int64_t n = static_cast<int64_t>(b.batch) * b.seq;
+  const size_t row_bytes = static_cast<size_t>(n * c.hidden_size) * sizeof(float);
+  std::memset(b.dn.data(), 0, row_bytes);
+  Tensor none;
+  linear_backward(fptr(b.dn), grads_.lm_head, none, fptr(b.logits), fptr(b.nf), compute_.lm_head,
+                  n);
+  std::memset(b.dx.data(), 0, row_bytes);
+  norm_backward(fptr(b.dx), fptr(b.dn), fptr(b.inputs.back()), master_.final_norm, fptr(b.nf_mean),
+                fptr(b.nf_rstd), grads_.final_norm, grads_.final_norm_bias, n);
+  for (int l = c.num_layers - 1; l >= 0; --l) {
+    if (options_.recompute) layer_forward(l, b.batch, b.seq);
+    layer_backward(l, b.batch, b.seq, fptr(b.dx));
+  }
+  embedding_backward(grads_.embed.data<float>(), fptr(b.dx), inputs, n, c.hidden_size);
+  if (c.learned_positions)
+    embedding_backward(grads_.pos_embed.data<float>(), fptr(b.dx), b.positions.data(), n,
+                       c.hidden_size);
+}
+
+}  // namespace lmstack::train

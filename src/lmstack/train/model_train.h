@@ -1,0 +1,103 @@
+// TrainModel: the training forward (saving activations) and the hand-written backward of a
+// whole decoder (llama family and GPT-2, every flag of model/config.h except sliding windows)
+// over a dense batch of B sequences × T tokens, with fp32 master weights and gradients. It is
+// the training twin of model/decoder.cc (same math, same kernels where they fit; attention
+// here is plain causal attention over the batch, not paged), and a checkpoint it writes loads
+// in the Decoder with the same logits (tests/train/model_train_test.cc).
+// Thread safety: one call at a time per TrainModel; kernels parallelize over the pool.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lmstack/core/memory.h"
+#include "lmstack/core/thread_pool.h"
+#include "lmstack/model/config.h"
+#include "lmstack/model/weights.h"
+
+namespace lmstack::train {
+
+struct TrainModelOptions {
+  // kF32: compute on the f32 master weights (parity mode). kBF16: matmuls and embedding
+  // lookups read bf16 copies of the matrices, refreshed by sync_compute_weights() after each
+  // optimizer step; activations, gradients and master weights stay f32.
+  DType compute_dtype = DType::kF32;
+  // true: keep only each layer's input and recompute the layer in the backward (Chen et al.
+  // 2016, "full" recomputation): same losses and gradients, activations ~1/L.
+  bool recompute = false;
+};
+
+// A trainable tensor: `name` is lmstack's field name ("layers.0.wq"); decay says whether
+// AdamW's weight decay applies (2-D matrices: yes; norms, biases: no).
+struct ParamRef {
+  std::string name;
+  Tensor* value = nullptr;  // f32 master
+  Tensor* grad = nullptr;   // f32
+  bool decay = false;
+};
+
+// Every defined tensor field of `w` with its lmstack name, tied lm_head skipped.
+std::vector<std::pair<std::string, Tensor*>> weight_fields(model::ModelWeights& w, bool tied);
+
+class TrainModel {
+ public:
+  // Copies `init` (any float dtype, mapped or owned) into owned f32 master tensors (counted
+  // under kWeights) and allocates zeroed f32 gradients (kGradients).
+  TrainModel(const model::ModelConfig& config, const model::ModelWeights& init, ThreadPool& pool,
+             TrainModelOptions options);
+  ~TrainModel();
+
+  // One micro-batch: inputs and targets are [batch, seq]. Accumulates into the gradients
+  // ∂(grad_scale · Σ_tokens loss)/∂θ and returns the mean loss over the batch's tokens.
+  // Throws RequestError for a token outside the vocabulary or (GPT-2) seq > max_position.
+  double forward_backward(const int32_t* inputs, const int32_t* targets, int batch, int seq,
+                          float grad_scale);
+  // Mean loss without gradients.
+  double evaluate(const int32_t* inputs, const int32_t* targets, int batch, int seq);
+  // Logits of every position, [batch · seq, vocab].
+  void logits(const int32_t* inputs, int batch, int seq, std::vector<float>& out);
+
+  void zero_grads();
+  // Refreshes the bf16 compute copies from the master weights (no-op in f32 mode).
+  void sync_compute_weights();
+
+  std::vector<ParamRef>& params() { return params_; }
+  const model::ModelConfig& config() const { return config_; }
+  const model::ModelWeights& master() const { return master_; }
+  model::ModelWeights& master() { return master_; }
+  const model::ModelWeights& grads() const { return grads_; }
+  const TrainModelOptions& options() const { return options_; }
+  int64_t num_parameters() const;
+  // Bytes of activation and backward scratch buffers currently allocated.
+  int64_t activation_bytes() const;
+
+  struct Buffers;  // activation storage (model_train_layer.cc)
+
+ private:
+  void ensure_buffers(int batch, int seq);
+  void forward(const int32_t* inputs, int batch, int seq);
+  void backward(const int32_t* inputs);
+  void layer_forward(int layer, int batch, int seq);
+  void layer_backward(int layer, int batch, int seq, float* dx);
+  void attention_backward_block(int layer, int batch, int seq, float* dx);
+  void norm_forward(float* y, float* mean, float* rstd, const float* x, const Tensor& w,
+                    const Tensor& b, int64_t rows);
+  void norm_backward(float* dx, const float* dy, const float* x, const Tensor& w, const float* mean,
+                     const float* rstd, Tensor& dw, Tensor& db, int64_t rows);
+  void linear_forward(float* y, const float* x, const Tensor& w, const Tensor& b, int64_t rows,
+                      bool accumulate);
+  void linear_backward(float* dx, Tensor& dw, Tensor& db, const float* dy, const float* x,
+                       const Tensor& w, int64_t rows);
+
+  model::ModelConfig config_;
+  ThreadPool& pool_;
+  TrainModelOptions options_;
+  model::ModelWeights master_, grads_, compute_;
+  std::vector<ParamRef> params_;
+  std::vector<float> inv_freq_;
+  std::unique_ptr<Buffers> buf_;
+};
+
+}  // namespace lmstack::train

@@ -1,0 +1,233 @@
+// One decoder layer of TrainModel, forward (saving what the backward reads) and backward,
+// plus the activation buffers. Forward, as model/decoder.cc (pre-norm residual blocks):
+//   x_mid = x + Wo·Attn(RoPE(qk_norm(Wq·n1(x))), RoPE(qk_norm(Wk·n1(x))), Wv·n1(x))
+//   x_out = x_mid + Wdown·(silu(Wgate·n2) ⊙ Wup·n2)   or   Wproj·gelu(Wfc·n2 + b)
+// Backward: the residual carries dx through unchanged; each branch adds its input gradient.
+#include <cmath>
+#include <cstring>
+
+#include "lmstack/core/error.h"
+#include "lmstack/kernels/ops.h"
+#include "lmstack/train/backward/backward.h"
+#include "lmstack/train/model_train.h"
+#include "lmstack/train/model_train_buffers.h"
+
+namespace lmstack::train {
+namespace {
+
+const float* ptr_or_null(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
+float* mut_or_null(Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
+
+HostBuffer floats(int64_t count) {
+  return HostBuffer(static_cast<size_t>(count) * sizeof(float), MemoryCategory::kActivations);
+}
+
+}  // namespace
+
+int64_t TrainModel::Buffers::bytes() const {
+  int64_t total = 0;
+  auto add = [&](const HostBuffer& h) { total += static_cast<int64_t>(h.size()); };
+  for (const HostBuffer& h : inputs) add(h);
+  for (const LayerActs& a : layers)
+    for (const HostBuffer* h :
+         {&a.n1, &a.n1_mean, &a.n1_rstd, &a.q_pre, &a.k_pre, &a.q_rstd, &a.k_rstd, &a.q, &a.k, &a.v,
+          &a.probs, &a.att, &a.x_mid, &a.n2, &a.n2_mean, &a.n2_rstd, &a.gate, &a.up, &a.act})
+      add(*h);
+  for (const HostBuffer* h : {&nf, &nf_mean, &nf_rstd, &logits, &losses, &dx, &dn, &dq, &dk, &dv,
+                              &dq2, &dk2, &datt, &dgate, &dup, &dact, &weight_scratch})
+    add(*h);
+  return total;
+}
+
+void TrainModel::ensure_buffers(int batch, int seq) {
+  if (buf_ && buf_->batch == batch && buf_->seq == seq) return;
+  buf_.reset();  // free the old shape first
+  auto b = std::make_unique<Buffers>();
+  const model::ModelConfig& c = config_;
+  const int64_t n = static_cast<int64_t>(batch) * seq, hid = c.hidden_size, f = c.intermediate_size;
+  const int64_t qd = c.q_dim(), kvd = c.kv_dim();
+  b->batch = batch;
+  b->seq = seq;
+  b->positions.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    b->positions[static_cast<size_t>(i)] = static_cast<int32_t>(i % seq);
+  for (int l = 0; l <= c.num_layers; ++l) b->inputs.push_back(floats(n * hid));
+  const int num_acts = options_.recompute ? 1 : c.num_layers;
+  b->layers.resize(static_cast<size_t>(num_acts));
+  const bool ln = c.norm == model::NormKind::kLayerNorm;
+  for (LayerActs& a : b->layers) {
+    a.n1 = floats(n * hid);
+    a.n1_rstd = floats(n);
+    a.n2 = floats(n * hid);
+    a.n2_rstd = floats(n);
+    if (ln) a.n1_mean = floats(n), a.n2_mean = floats(n);
+    if (c.qk_norm) {
+      a.q_pre = floats(n * qd), a.k_pre = floats(n * kvd);
+      a.q_rstd = floats(n * c.num_heads), a.k_rstd = floats(n * c.num_kv_heads);
+    }
+    a.q = floats(n * qd), a.k = floats(n * kvd), a.v = floats(n * kvd);
+    a.probs = floats(static_cast<int64_t>(batch) * c.num_heads * seq * seq);
+    a.att = floats(n * qd);
+    a.x_mid = floats(n * hid);
+    if (c.mlp == model::MlpKind::kSwiGlu) a.gate = floats(n * f);
+    a.up = floats(n * f), a.act = floats(n * f);
+  }
+  b->nf = floats(n * hid), b->nf_rstd = floats(n), b->losses = floats(n);
+  if (ln) b->nf_mean = floats(n);
+  b->logits = floats(n * c.vocab_size);
+  b->dx = floats(n * hid), b->dn = floats(n * hid);
+  b->dq = floats(n * qd), b->dk = floats(n * kvd), b->dv = floats(n * kvd),
+  b->datt = floats(n * qd);
+  if (c.qk_norm) b->dq2 = floats(n * qd), b->dk2 = floats(n * kvd);
+  b->dgate = floats(n * f), b->dup = floats(n * f), b->dact = floats(n * f);
+  if (options_.compute_dtype != DType::kF32) {
+    int64_t largest = 0;
+    for (const ParamRef& p : params_) largest = std::max(largest, p.value->numel());
+    b->weight_scratch = floats(largest);
+  }
+  buf_ = std::move(b);
+}
+
+void TrainModel::norm_forward(float* y, float* mean, float* rstd, const float* x, const Tensor& w,
+                              const Tensor& b, int64_t rows) {
+  if (config_.norm == model::NormKind::kLayerNorm)
+    layernorm_forward(y, mean, rstd, x, w.data<float>(), ptr_or_null(b), rows, config_.hidden_size,
+                      config_.norm_eps);
+  else
+    rmsnorm_forward(y, rstd, x, w.data<float>(), rows, config_.hidden_size, config_.norm_eps);
+}
+
+void TrainModel::norm_backward(float* dx, const float* dy, const float* x, const Tensor& w,
+                               const float* mean, const float* rstd, Tensor& dw, Tensor& db,
+                               int64_t rows) {
+  if (config_.norm == model::NormKind::kLayerNorm)
+    layernorm_backward(dx, dw.data<float>(), mut_or_null(db), dy, x, w.data<float>(), mean, rstd,
+                       rows, config_.hidden_size);
+  else
+    rmsnorm_backward(dx, dw.data<float>(), dy, x, w.data<float>(), rstd, rows, config_.hidden_size);
+}
+
+void TrainModel::linear_forward(float* y, const float* x, const Tensor& w, const Tensor& b,
+                                int64_t rows, bool accumulate) {
+  kernels::linear(pool_, y, x, w, rows, ptr_or_null(b), accumulate);
+}
+
+void TrainModel::linear_backward(float* dx, Tensor& dw, Tensor& db, const float* dy, const float* x,
+                                 const Tensor& w, int64_t rows) {
+  train::linear_backward(pool_, dx, dw.data<float>(), mut_or_null(db), dy, x, w, rows,
+                         fptr(buf_->weight_scratch));
+}
+
+void TrainModel::layer_forward(int l, int batch, int seq) {
+  const model::ModelConfig& c = config_;
+  const model::LayerWeights& w = compute_.layers[static_cast<size_t>(l)];
+  const model::LayerWeights& m = master_.layers[static_cast<size_t>(l)];
+  Buffers& b = *buf_;
+  LayerActs& a = b.layers[options_.recompute ? 0 : static_cast<size_t>(l)];
+  const int64_t n = static_cast<int64_t>(batch) * seq;
+  const float* x = fptr(b.inputs[static_cast<size_t>(l)]);
+  norm_forward(fptr(a.n1), fptr(a.n1_mean), fptr(a.n1_rstd), x, m.attn_norm, m.attn_norm_bias, n);
+  float* q_lin = c.qk_norm ? fptr(a.q_pre) : fptr(a.q);
+  float* k_lin = c.qk_norm ? fptr(a.k_pre) : fptr(a.k);
+  linear_forward(q_lin, fptr(a.n1), w.wq, m.bq, n, false);
+  linear_forward(k_lin, fptr(a.n1), w.wk, m.bk, n, false);
+  linear_forward(fptr(a.v), fptr(a.n1), w.wv, m.bv, n, false);
+  if (c.qk_norm) {  // Qwen3: RMSNorm over each head's D dims, before RoPE
+    rmsnorm_forward(fptr(a.q), fptr(a.q_rstd), q_lin, m.q_norm.data<float>(), n * c.num_heads,
+                    c.head_dim, c.norm_eps);
+    rmsnorm_forward(fptr(a.k), fptr(a.k_rstd), k_lin, m.k_norm.data<float>(), n * c.num_kv_heads,
+                    c.head_dim, c.norm_eps);
+  }
+  if (!c.learned_positions) {
+    kernels::rope(fptr(a.q), b.positions.data(), n, c.num_heads, c.head_dim, c.head_dim,
+                  inv_freq_.data(), kernels::RopeStyle::kRotateHalf);
+    kernels::rope(fptr(a.k), b.positions.data(), n, c.num_kv_heads, c.head_dim, c.head_dim,
+                  inv_freq_.data(), kernels::RopeStyle::kRotateHalf);
+  }
+  const AttentionDims dims{batch,       seq,
+                           c.num_heads, c.num_kv_heads,
+                           c.head_dim,  1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+  attention_forward(pool_, fptr(a.att), fptr(a.probs), fptr(a.q), fptr(a.k), fptr(a.v), dims);
+  const size_t row_bytes = static_cast<size_t>(n * c.hidden_size) * sizeof(float);
+  std::memcpy(a.x_mid.data(), x, row_bytes);
+  linear_forward(fptr(a.x_mid), fptr(a.att), w.wo, m.bo, n, true);
+  norm_forward(fptr(a.n2), fptr(a.n2_mean), fptr(a.n2_rstd), fptr(a.x_mid), m.mlp_norm,
+               m.mlp_norm_bias, n);
+  const int64_t nf = n * c.intermediate_size;
+  linear_forward(fptr(a.up), fptr(a.n2), w.w_up, m.b_up, n, false);
+  if (c.mlp == model::MlpKind::kSwiGlu) {
+    linear_forward(fptr(a.gate), fptr(a.n2), w.w_gate, Tensor(), n, false);
+    kernels::silu_mul(fptr(a.act), fptr(a.gate), fptr(a.up), nf);
+  } else {
+    kernels::gelu_tanh(fptr(a.act), fptr(a.up), nf);
+  }
+  float* out = fptr(b.inputs[static_cast<size_t>(l) + 1]);
+  std::memcpy(out, a.x_mid.data(), row_bytes);
+  linear_forward(out, fptr(a.act), w.w_down, m.b_down, n, true);
+}
+
+// dx holds dL/d(layer output) on entry and dL/d(layer input) on return.
+void TrainModel::layer_backward(int l, int batch, int seq, float* dx) {
+  const model::ModelConfig& c = config_;
+  const model::LayerWeights& w = compute_.layers[static_cast<size_t>(l)];
+  const model::LayerWeights& m = master_.layers[static_cast<size_t>(l)];
+  model::LayerWeights& g = grads_.layers[static_cast<size_t>(l)];
+  Buffers& b = *buf_;
+  LayerActs& a = b.layers[options_.recompute ? 0 : static_cast<size_t>(l)];
+  const int64_t n = static_cast<int64_t>(batch) * seq, nf = n * c.intermediate_size;
+  Tensor none;
+  // MLP block: x_out = x_mid + Wdown · act
+  std::memset(b.dact.data(), 0, static_cast<size_t>(nf) * sizeof(float));
+  linear_backward(fptr(b.dact), g.w_down, g.b_down, dx, fptr(a.act), w.w_down, n);
+  if (c.mlp == model::MlpKind::kSwiGlu)
+    swiglu_backward(fptr(b.dgate), fptr(b.dup), fptr(b.dact), fptr(a.gate), fptr(a.up), nf);
+  else
+    gelu_tanh_backward(fptr(b.dup), fptr(b.dact), fptr(a.up), nf);
+  std::memset(b.dn.data(), 0, static_cast<size_t>(n * c.hidden_size) * sizeof(float));
+  linear_backward(fptr(b.dn), g.w_up, g.b_up, fptr(b.dup), fptr(a.n2), w.w_up, n);
+  if (c.mlp == model::MlpKind::kSwiGlu)
+    linear_backward(fptr(b.dn), g.w_gate, none, fptr(b.dgate), fptr(a.n2), w.w_gate, n);
+  norm_backward(dx, fptr(b.dn), fptr(a.x_mid), m.mlp_norm, fptr(a.n2_mean), fptr(a.n2_rstd),
+                g.mlp_norm, g.mlp_norm_bias, n);
+  attention_backward_block(l, batch, seq, dx);
+}
+
+void TrainModel::attention_backward_block(int l, int batch, int seq, float* dx) {
+  const model::ModelConfig& c = config_;
+  const model::LayerWeights& w = compute_.layers[static_cast<size_t>(l)];
+  const model::LayerWeights& m = master_.layers[static_cast<size_t>(l)];
+  model::LayerWeights& g = grads_.layers[static_cast<size_t>(l)];
+  Buffers& b = *buf_;
+  LayerActs& a = b.layers[options_.recompute ? 0 : static_cast<size_t>(l)];
+  const int64_t n = static_cast<int64_t>(batch) * seq;
+  std::memset(b.datt.data(), 0, static_cast<size_t>(n * c.q_dim()) * sizeof(float));
+  linear_backward(fptr(b.datt), g.wo, g.bo, dx, fptr(a.att), w.wo, n);
+  const AttentionDims dims{batch,       seq,
+                           c.num_heads, c.num_kv_heads,
+                           c.head_dim,  1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+  attention_backward(pool_, fptr(b.dq), fptr(b.dk), fptr(b.dv), fptr(b.datt), fptr(a.q), fptr(a.k),
+                     fptr(a.v), fptr(a.probs), dims);
+  if (!c.learned_positions) {
+    rope_backward(fptr(b.dq), b.positions.data(), n, c.num_heads, c.head_dim, inv_freq_.data());
+    rope_backward(fptr(b.dk), b.positions.data(), n, c.num_kv_heads, c.head_dim, inv_freq_.data());
+  }
+  float* dq = fptr(b.dq);
+  float* dk = fptr(b.dk);
+  if (c.qk_norm) {
+    std::memset(b.dq2.data(), 0, b.dq2.size());
+    std::memset(b.dk2.data(), 0, b.dk2.size());
+    rmsnorm_backward(fptr(b.dq2), g.q_norm.data<float>(), dq, fptr(a.q_pre), m.q_norm.data<float>(),
+                     fptr(a.q_rstd), n * c.num_heads, c.head_dim);
+    rmsnorm_backward(fptr(b.dk2), g.k_norm.data<float>(), dk, fptr(a.k_pre), m.k_norm.data<float>(),
+                     fptr(a.k_rstd), n * c.num_kv_heads, c.head_dim);
+    dq = fptr(b.dq2), dk = fptr(b.dk2);
+  }
+  std::memset(b.dn.data(), 0, static_cast<size_t>(n * c.hidden_size) * sizeof(float));
+  linear_backward(fptr(b.dn), g.wq, g.bq, dq, fptr(a.n1), w.wq, n);
+  linear_backward(fptr(b.dn), g.wk, g.bk, dk, fptr(a.n1), w.wk, n);
+  linear_backward(fptr(b.dn), g.wv, g.bv, fptr(b.dv), fptr(a.n1), w.wv, n);
+  norm_backward(dx, fptr(b.dn), fptr(b.inputs[static_cast<size_t>(l)]), m.attn_norm,
+                fptr(a.n1_mean), fptr(a.n1_rstd), g.attn_norm, g.attn_norm_bias, n);
+}
+
+}  // namespace lmstack::train
