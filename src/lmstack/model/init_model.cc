@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <numbers>
 #include <random>
 
 #include "lmstack/core/file.h"
@@ -39,16 +38,22 @@ uint64_t tensor_seed(uint64_t seed, std::string_view name) {
   return splitmix64(seed ^ fnv1a(name));
 }
 
-// Box-Muller (Box & Muller 1958): two uniforms -> two independent standard normals.
+// Marsaglia's polar method (Marsaglia & Bray 1964): Box-Muller without the sine and cosine.
+// A pair of uniforms in the unit disk (accepted with probability pi/4) gives two independent
+// standard normals. Rejection keeps it deterministic: the stream, not the clock, decides.
 void fill_chunk(uint64_t seed, int64_t chunk, float stddev, float* out, int64_t n) {
   std::mt19937_64 gen(splitmix64(seed + static_cast<uint64_t>(chunk)));
+  auto uniform = [&gen] { return static_cast<double>(gen() >> 11) * 0x1p-52 - 1.0; };  // [-1, 1)
   for (int64_t i = 0; i < n; i += 2) {
-    const double u1 = (static_cast<double>(gen() >> 11) + 1.0) * 0x1p-53;  // (0, 1]
-    const double u2 = static_cast<double>(gen() >> 11) * 0x1p-53;          // [0, 1)
-    const double r = std::sqrt(-2.0 * std::log(u1)) * stddev;
-    const double a = 2.0 * std::numbers::pi * u2;
-    out[i] = static_cast<float>(r * std::cos(a));
-    if (i + 1 < n) out[i + 1] = static_cast<float>(r * std::sin(a));
+    double x, y, s;
+    do {
+      x = uniform();
+      y = uniform();
+      s = x * x + y * y;
+    } while (s >= 1.0 || s == 0.0);
+    const double f = std::sqrt(-2.0 * std::log(s) / s) * stddev;
+    out[i] = static_cast<float>(x * f);
+    if (i + 1 < n) out[i + 1] = static_cast<float>(y * f);
   }
 }
 
