@@ -1,0 +1,123 @@
+// `calc check`: recompute what a run measured (docs/formats/run_metrics.md) from its model,
+// setup and machine with the functions of predict.h, and compare. Byte counts and FLOPs are
+// exact predictions (ratio within tolerance); speeds are roofline bounds (ratio <= 1 + tolerance,
+// the ratio being the fraction of the roofline reached).
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "lmstack/calc/params.h"
+#include "lmstack/calc/reports.h"
+
+namespace lmstack::calc {
+namespace {
+
+struct Checker {
+  const CheckOptions& o;
+  Report& r;
+  int flagged = 0;
+
+  void exact(const std::string& key, const std::optional<double>& measured, double predicted,
+             const std::string& unit, const std::string& formula) {
+    if (!measured) return;
+    const double ratio = *measured / predicted;
+    const bool ok = std::fabs(ratio - 1) <= o.tolerance;
+    emit(key, *measured, predicted, ratio, unit, formula,
+         ok ? "ok" : fmt::format("FLAG: off by more than {:.3g}%", 100 * o.tolerance));
+  }
+
+  void bound(const std::string& key, const std::optional<double>& measured, double predicted,
+             const std::string& unit, const std::string& formula) {
+    if (!measured) return;
+    const double ratio = *measured / predicted;
+    std::string verdict = fmt::format("ok ({:.1f}% of the roofline)", 100 * ratio);
+    if (ratio > 1 + o.tolerance) verdict = "FLAG: faster than the bound (check the inputs)";
+    if (ratio < o.min_efficiency)
+      verdict = fmt::format("FLAG: under {:.3g}% of the bound", 100 * o.min_efficiency);
+    emit(key, *measured, predicted, ratio, unit, formula, verdict);
+  }
+
+  void emit(const std::string& key, double measured, double predicted, double ratio,
+            const std::string& unit, const std::string& formula, const std::string& verdict) {
+    Section& s = r.section(key, key);
+    add_row(s, key, "predicted", predicted, unit, formula);
+    add_row(s, key + "_measured", "measured", measured, unit, "from the run");
+    add_row(s, key + "_ratio", "measured / predicted", ratio, "x", "");
+    add_text(s, key + "_verdict", "verdict", verdict);
+    if (verdict.starts_with("FLAG")) ++flagged;
+  }
+};
+
+double context_of(const RunSetup& s) {
+  return s.context > 0 ? s.context : s.prompt_tokens + s.generated_tokens;
+}
+
+}  // namespace
+
+HardwareSpec hardware_for_run(const RunMetrics& run, const CheckOptions& o) {
+  if (run.machine.is_string()) return hardware_preset(run.machine.get<std::string>());
+  if (run.machine.is_object())
+    return hardware_from_doctor(machine_report_from_json(run.machine, "run machine"), 0);
+  return resolve_hardware(o.hw_name, o.machine_file);
+}
+
+Report check_report(const RunMetrics& run, const HardwareSpec& hw, const CheckOptions& o,
+                    int* num_flagged) {
+  const ModelShape m = model_from_json_field(run.model, "run");
+  const ParamCount p = count_parameters(m);
+  const RunSetup& s = run.setup;
+  const std::string kv = s.kv_dtype.empty() ? s.dtype : s.kv_dtype;
+  const AttnConvention conv = parse_attn_convention(s.flops_convention);
+  Report r;
+  r.title = fmt::format("calc check: {} run of {} on {} (tolerance {:.3g}%)", run.kind, m.name,
+                        hw.name, 100 * o.tolerance);
+  Checker c{o, r};
+  const double shard = static_cast<double>(s.tp) * s.pp;
+  c.exact(
+      "weights_bytes", run.measured.weights_bytes,
+      weight_bytes(p, s.dtype) / shard / (s.zero >= 3 ? s.dp : 1), "B",
+      fmt::format("{} params x {} B ({}) / (tp x pp)", p.total(), dtype_bytes(s.dtype), s.dtype));
+  c.exact("kv_cache_bytes", run.measured.kv_cache_bytes,
+          kv_bytes_per_token(m, kv) * context_of(s) * s.batch / s.tp, "B",
+          fmt::format("KV/token ({}) x context {:.0f} x batch {}", kv, context_of(s), s.batch));
+  const ActivationShape a{static_cast<double>(s.seq),
+                          static_cast<double>(s.micro_batch),
+                          static_cast<double>(m.hidden_size),
+                          static_cast<double>(m.num_heads),
+                          static_cast<double>(m.num_layers),
+                          s.tp,
+                          s.pp,
+                          static_cast<double>(s.grad_accum),
+                          true,
+                          parse_recompute(s.recompute)};
+  c.exact("activations_bytes", run.measured.activations_bytes, activation_bytes(a), "B",
+          "Korthikanti et al. Table 2 x layers");
+  const StateBytes st = zero_state_bytes(static_cast<double>(p.total()) / shard,
+                                         TrainPrecision::parse(s.precision), s.zero, s.dp);
+  c.exact("gradients_bytes", run.measured.gradients_bytes, st.gradients, "B",
+          "params x grad bytes");
+  c.exact("optimizer_bytes", run.measured.optimizer_bytes, st.optimizer, "B",
+          s.precision == "mixed" ? "params x 12 (master, m, v)" : "params x 8 (m, v)");
+  const double flops_ctx = s.seq > 0 ? s.seq : std::max(1.0, static_cast<double>(s.prompt_tokens));
+  c.exact("flops_per_token", run.measured.flops_per_token,
+          token_flops(m, p, flops_ctx, conv).forward(), "FLOP",
+          fmt::format("2N + attention ({}) at T = {:.0f}", attn_convention_name(conv), flops_ctx));
+  const DecodeBound d = decode_bound(m, p, hw, s.dtype, kv, s.batch,
+                                     s.prompt_tokens + s.generated_tokens / 2.0, s.tp);
+  c.bound(
+      "decode_tok_s", run.measured.decode_tok_s, s.batch / d.step_time_s(), "tok/s",
+      fmt::format("batch / max(bytes / {}, FLOPs / peak)", format_quantity(hw.memory_bw, "B/s")));
+  c.bound("prefill_tok_s", run.measured.prefill_tok_s,
+          prefill_tok_s_bound(m, p, hw, s.dtype, std::max(1, s.prompt_tokens), conv) * s.tp,
+          "tok/s",
+          fmt::format("peak {} / forward FLOPs per token",
+                      format_quantity(hw.compute_flops(s.dtype), "FLOP/s")));
+  c.bound("train_tok_s", run.measured.train_tok_s,
+          train_tok_s_bound(m, p, hw, s.dtype, std::max(1, s.seq), conv) * shard * s.dp, "tok/s",
+          "GPUs x peak / training FLOPs per token");
+  if (r.sections.empty()) r.notes.push_back("the run measured nothing calc can predict");
+  if (num_flagged) *num_flagged = c.flagged;
+  return r;
+}
+
+}  // namespace lmstack::calc

@@ -1,0 +1,84 @@
+// The prediction functions behind `calc train`, `calc infer` and `calc check`, exposed so other
+// layers' commands can print "calc predicts X" beside a measurement. Pure functions of their
+// arguments; bytes are per GPU (per rank); rates per second. Derivations:
+//   weights/grads/optimizer: ZeRO paper (Rajbhandari et al. 2020, sec. 3.1 and 5): mixed-
+//     precision Adam keeps 2 (fp16/bf16 weights) + 2 (grads) + K = 12 (fp32 master, m, v) bytes
+//     per parameter; stage 1 shards the 12, stage 2 also the grads, stage 3 also the weights.
+//   activations: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+//     Transformer Models", Table 2 (per layer, 16-bit activations, GPT-style block).
+//   KV cache: 2 (K and V) x L x kv_heads x head_dim x bytes per token; MLA caches the
+//     compressed latent plus the shared rope key: L x (kv_lora_rank + d_rope) x bytes.
+#pragma once
+
+#include <string>
+
+#include "lmstack/calc/flops.h"
+#include "lmstack/calc/hardware.h"
+#include "lmstack/calc/model_shape.h"
+#include "lmstack/calc/params.h"
+
+namespace lmstack::calc {
+
+enum class Recompute { kNone, kSelective, kFull };
+Recompute parse_recompute(const std::string& s);  // ConfigError naming the value
+const char* recompute_name(Recompute r);
+
+// Bytes per parameter of a training setup.
+struct TrainPrecision {
+  double weight = 2, grad = 2, optimizer = 12;  // mixed precision Adam (ZeRO's K = 12)
+  static TrainPrecision mixed() { return {}; }
+  static TrainPrecision fp32() { return {4, 4, 8}; }  // fp32 Adam: 4 + 4 + m 4 + v 4 = 16
+  static TrainPrecision parse(const std::string& s);  // "mixed" | "fp32"
+};
+
+struct StateBytes {
+  double weights = 0, gradients = 0, optimizer = 0;
+  double total() const { return weights + gradients + optimizer; }
+};
+// Model states per GPU of `params` parameters (already divided by TP x PP) under ZeRO `stage`
+// over `dp` data-parallel ranks.
+StateBytes zero_state_bytes(double params, const TrainPrecision& p, int stage, int dp);
+
+struct ActivationShape {
+  double seq = 0, micro_batch = 1, hidden = 0, heads = 0, layers = 0;
+  int tp = 1, pp = 1;
+  double micro_batches = 1;       // micro-batches per step (pipeline in flight = min(pp, m))
+  bool sequence_parallel = true;  // Megatron SP when tp > 1
+  Recompute recompute = Recompute::kNone;
+};
+// Korthikanti et al. Table 2, bytes per layer on one GPU.
+double activation_bytes_per_layer(const ActivationShape& a);
+// Bytes of saved activations on the busiest (first) pipeline stage: its L/pp layers times the
+// micro-batches it holds in flight under 1F1B, min(pp, micro_batches).
+double activation_bytes(const ActivationShape& a);
+
+// Weight bytes of the whole model in `dtype` (dtype_bytes()).
+double weight_bytes(const ParamCount& p, const std::string& dtype);
+double kv_bytes_per_token(const ModelShape& m, const std::string& kv_dtype);
+
+// Decode of `batch` sequences whose contexts average `context` tokens, split over `tp` GPUs.
+struct DecodeBound {
+  double weight_bytes_read = 0;  // weights touched per step (MoE: expected distinct experts)
+  double kv_bytes_read = 0;      // KV cache read per step, all sequences
+  double memory_time_s = 0;      // (weights + KV) / (tp x HBM bandwidth)
+  double compute_time_s = 0;     // batch x forward FLOPs / (tp x peak)
+  double step_time_s() const {
+    return memory_time_s > compute_time_s ? memory_time_s : compute_time_s;
+  }
+  bool memory_bound() const { return memory_time_s >= compute_time_s; }
+};
+DecodeBound decode_bound(const ModelShape& m, const ParamCount& p, const HardwareSpec& hw,
+                         const std::string& dtype, const std::string& kv_dtype, double batch,
+                         double context, int tp = 1);
+
+// Roofline bounds in tokens/s: prefill at `prompt` tokens (compute) and training at `seq`.
+double prefill_tok_s_bound(const ModelShape& m, const ParamCount& p, const HardwareSpec& hw,
+                           const std::string& dtype, double prompt, AttnConvention c);
+double train_tok_s_bound(const ModelShape& m, const ParamCount& p, const HardwareSpec& hw,
+                         const std::string& dtype, double seq, AttnConvention c);
+
+// Expected distinct experts that `tokens` tokens route to per MoE layer, with top-k of E
+// chosen uniformly: E x (1 - (1 - k/E)^tokens).
+double expected_experts_touched(double experts, double top_k, double tokens);
+
+}  // namespace lmstack::calc

@@ -1,0 +1,42 @@
+// The numbers of one training layout (calc train and calc plan): per-GPU memory, compute time,
+// pipeline bubble and per-step communication per parallel dimension with the link it uses.
+// Assumptions (stated in the report): Megatron rank order tp -> dp -> pp (TP innermost, so it
+// stays inside a node when tp <= GPUs per node); one NIC per GPU between nodes; EP ranks are
+// carved out of DP; layers (and embedding + lm_head) spread evenly over pipeline stages.
+#pragma once
+
+#include <string>
+
+#include "lmstack/calc/reports.h"
+
+namespace lmstack::calc {
+
+struct CommCost {
+  std::string link;  // link preset the group runs over
+  bool intra_node = true;
+  double bytes = 0;   // bytes each GPU sends per step
+  double time_s = 0;  // alpha-beta time per step
+  std::string formula;
+};
+
+struct TrainEstimate {
+  TrainOptions layout;  // resolved (dp filled in)
+  double params_per_gpu = 0;
+  StateBytes states;
+  double activations = 0;
+  double memory_total = 0;
+  bool fits = false;
+  double tokens_per_step = 0;  // dp x micro_batch x seq x grad_accum
+  double steps = 0;
+  double flops_per_token = 0;  // training, with the attention convention
+  double total_flops = 0;      // flops_per_token x D
+  double time_at_mfu_s = 0;    // total / (gpus x peak x mfu)
+  double bubble = 0;           // (pp - 1) / grad_accum
+  double compute_step_s = 0;   // one step at the MFU, without bubble
+  CommCost dp, tp, pp, ep;
+  double step_s = 0;  // compute x (1 + bubble) + TP + PP + EP + DP not hidden by backward
+};
+
+TrainEstimate estimate_train(const ModelShape& m, const HardwareSpec& hw, const TrainOptions& o);
+
+}  // namespace lmstack::calc
