@@ -1,0 +1,143 @@
+// The step driver end to end on a tiny model: an interrupted run (a checkpoint write that
+// fails half-way, as if killed) resumes to the very same loss curve bit for bit; a resume
+// with other settings is refused naming the difference; a NaN loss stops the run and keeps
+// the last good checkpoint; the log lines are run-metrics records with the byte counts.
+#include "lmstack/train/trainer.h"
+
+#include <cmath>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+#include "lmstack/core/error.h"
+#include "lmstack/core/file.h"
+#include "lmstack/train/checkpoint.h"
+#include "lmstack/train/data.h"
+#include "lmstack/train/train_log.h"
+#include "test_util.h"
+
+namespace lmstack::train {
+namespace {
+
+// A data dir of a repeating, learnable token pattern over the parity llama's 64-token vocab.
+std::string make_data(const std::string& name) {
+  const std::string dir = test::temp_dir(name);
+  std::vector<int32_t> tokens(3000);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<int32_t>((i * 7 + i / 13) % 64);
+  write_shard(path_join(dir, "train-00000.bin"), tokens, 64);
+  write_shard(path_join(dir, "val-00000.bin"), {tokens.begin(), tokens.begin() + 200}, 64);
+  DataManifest m;
+  m.vocab_size = 64;
+  m.train_shards = {"train-00000.bin"};
+  m.val_shards = {"val-00000.bin"};
+  m.train_tokens = 3000;
+  m.val_tokens = 200;
+  write_data_manifest(dir, m);
+  return dir;
+}
+
+TrainConfig tiny_config(const std::string& data, const std::string& out) {
+  TrainConfig c;
+  c.model_dir = test::source_path("tests/data/train/llama/model");
+  c.data_dir = data;
+  c.out_dir = out;
+  c.steps = 6;
+  c.batch = 2;
+  c.seq = 16;
+  c.grad_accum = 2;
+  c.lr.lr = 3e-3f;
+  c.lr.warmup = 2;
+  c.save_every = 2;
+  c.eval_every = 3;
+  c.eval_batches = 2;
+  c.seed = 5;
+  c.log_path = path_join(out, "log.jsonl");
+  c.progress = false;
+  return c;
+}
+
+std::vector<double> losses_of(const std::string& log) {
+  std::vector<double> out;
+  for (const Json& j : read_train_log(log)) out.push_back(j["measured"]["loss"].get<double>());
+  return out;
+}
+
+TEST(TrainerTest, ResumeAfterAKilledCheckpointWriteIsBitExact) {
+  const std::string data = make_data("trainer_data");
+  ThreadPool pool(2);
+  const TrainConfig full = tiny_config(data, test::temp_dir("trainer_full"));
+  run_training(full, pool);
+  const std::vector<double> expected = losses_of(full.log_path);
+  ASSERT_EQ(expected.size(), 6u);
+  EXPECT_LT(expected.back(), expected.front());
+
+  TrainConfig broken = tiny_config(data, test::temp_dir("trainer_broken"));
+  set_file_fault_hook([](std::string_view op, const std::string& path) -> int64_t {
+    const bool hit = op == "write" && path.find("step-00000004") != std::string::npos &&
+                     path.find("optimizer.exp_avg_sq") != std::string::npos;
+    return hit ? -2 : -1;
+  });
+  EXPECT_THROW(run_training(broken, pool), IoError);
+  set_file_fault_hook(nullptr);
+  ASSERT_TRUE(latest_checkpoint(broken.out_dir).has_value());
+  EXPECT_NE(latest_checkpoint(broken.out_dir)->find("step-00000002"), std::string::npos);
+  broken.resume = true;
+  const TrainResult r = run_training(broken, pool);
+  EXPECT_EQ(r.first_step, 2);
+  EXPECT_EQ(r.last_step, 6);
+  EXPECT_EQ(losses_of(broken.log_path), expected);  // bit for bit, log lines 1-2 kept
+
+  for (const Json& line : read_train_log(broken.log_path)) {
+    EXPECT_EQ(line["schema"], "lmstack.run.v1");
+    EXPECT_EQ(line["kind"], "train");
+    const Json& m = line["measured"];  // f32 training: 4 + 4 + 8 bytes per parameter
+    EXPECT_EQ(m["gradients_bytes"].get<int64_t>(), m["weights_bytes"].get<int64_t>());
+    EXPECT_EQ(m["optimizer_bytes"].get<int64_t>(), 2 * m["weights_bytes"].get<int64_t>());
+    EXPECT_GT(m["activations_bytes"].get<int64_t>(), 0);
+  }
+}
+
+TEST(TrainerTest, ResumeWithOtherSettingsSaysWhatDiffers) {
+  const std::string data = make_data("trainer_mismatch_data");
+  ThreadPool pool(2);
+  TrainConfig c = tiny_config(data, test::temp_dir("trainer_mismatch"));
+  c.steps = 2;
+  run_training(c, pool);
+  c.resume = true;
+  c.steps = 4;
+  c.batch = 3;
+  c.lr.lr = 1e-3f;
+  try {
+    run_training(c, pool);
+    FAIL() << "resume with another batch size was accepted";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("batch: checkpoint 2, now 3"), std::string::npos) << what;
+    EXPECT_NE(what.find("lr: checkpoint"), std::string::npos) << what;
+  }
+}
+
+TEST(TrainerTest, NanLossStopsAndKeepsTheLastCheckpoint) {
+  const std::string data = make_data("trainer_nan_data");
+  ThreadPool pool(2);
+  TrainConfig c = tiny_config(data, test::temp_dir("trainer_nan"));
+  c.lr.lr = 1e30f;  // the first update overflows the weights; the next loss is not finite
+  c.lr.warmup = 0;
+  c.grad_clip = 0;
+  c.save_every = 1;
+  try {
+    run_training(c, pool);
+    FAIL() << "a non-finite loss did not stop the run";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the loss is"), std::string::npos) << e.what();
+  }
+  const auto latest = latest_checkpoint(c.out_dir);
+  ASSERT_TRUE(latest.has_value());
+  const int64_t saved = read_trainer_state(*latest).step;
+  EXPECT_GE(saved, 1);
+  for (double l : losses_of(c.log_path)) EXPECT_TRUE(std::isfinite(l));
+}
+
+}  // namespace
+}  // namespace lmstack::train
