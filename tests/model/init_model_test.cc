@@ -12,6 +12,7 @@
 #include "lmstack/core/half.h"
 #include "lmstack/model/model_dir.h"
 #include "lmstack/model/presets.h"
+#include "lmstack/tokenizer/chat_template.h"
 #include "lmstack/tokenizer/tokenizer.h"
 #include "test_util.h"
 
@@ -101,8 +102,10 @@ TEST(InitModel, TokenizerLoadsAndRoundTrips) {
       tok.encode("<|im_start|>user<|im_end|>", tokenizer::SpecialMode::kAllow);
   EXPECT_EQ(special.front(), 257);
   EXPECT_EQ(special.back(), 258);
-  const Json tc = read_json_file(path_join(dir, "tokenizer_config.json"));
-  EXPECT_NE(tc["chat_template"].get<std::string>().find("<|im_start|>"), std::string::npos);
+  const auto chat = tokenizer::ChatTemplate::parse(tok.chat_template());
+  const Json messages = Json::parse(R"([{"role": "user", "content": "hi"}])");
+  EXPECT_EQ(tokenizer::render_chat(chat, messages, true, "<|endoftext|>", "<|im_end|>"),
+            "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(read_json_file(path_join(dir, "generation_config.json"))["eos_token_id"],
             Json::array({256, 258}));
 }
