@@ -35,3 +35,95 @@ TEST(Params, PresetTotalsMatchHuggingFace) {
     EXPECT_EQ(count_parameters(model_preset(c.preset)).total(), c.total)
         << c.preset << " (source: " << c.source << ")";
 }
+
+TEST(Params, MoeAndMlaTotalsMatchPublished) {
+  // DeepSeek-V3 tech report: 671B total, 37B activated per token (the HF checkpoint's 685B adds
+  // the 14B multi-token-prediction module, which calc does not count).
+  const ParamCount v3 = count_parameters(model_preset("deepseek-v3"));
+  EXPECT_EQ(v3.total(), 671026419200);
+  EXPECT_NEAR(static_cast<double>(v3.active()) / 1e9, 37, 1);
+  // DeepSeek-V2-Lite model card: 15.7B total, 2.4B activated (without the embedding table).
+  const ParamCount lite = count_parameters(model_preset("deepseek-v2-lite"));
+  EXPECT_EQ(lite.total(), 15706484224);
+  EXPECT_NEAR(static_cast<double>(lite.active() - lite.get("embedding")) / 1e9, 2.4, 0.06);
+  // Mixtral model card: 46.7B total, 12.9B active (top-2 of 8 experts).
+  EXPECT_NEAR(static_cast<double>(count_parameters(model_preset("mixtral-8x7b")).active()) / 1e9,
+              12.9, 0.05);
+  // Llama 3.1 405B: HF reports 405,853,388,800.
+  EXPECT_EQ(count_parameters(model_preset("llama-3.1-405b")).total(), 405853388800);
+}
+
+TEST(Params, PartsByHand) {
+  // GPT-2 124M, by hand from the HF GPT2Model shapes: wte 50257*768, wpe 1024*768, per layer
+  // c_attn 768*2304+2304, c_proj 768*768+768, c_fc 768*3072+3072, mlp c_proj 3072*768+768,
+  // ln_1/ln_2 2*768 each; ln_f 2*768.
+  const ParamCount g = count_parameters(model_preset("gpt2"));
+  EXPECT_EQ(g.get("embedding"), 50257 * 768);
+  EXPECT_EQ(g.get("position"), 1024 * 768);
+  EXPECT_EQ(g.get("attn_q") + g.get("attn_k") + g.get("attn_v"), 12 * (768 * 2304 + 2304));
+  EXPECT_EQ(g.get("attn_o"), 12 * (768 * 768 + 768));
+  EXPECT_EQ(g.get("mlp"), 12 * (768 * 3072 + 3072 + 3072 * 768 + 768));
+  EXPECT_EQ(g.get("norms"), (2 * 12 + 1) * 2 * 768);
+  EXPECT_EQ(g.get("lm_head"), 0);  // tied
+  // N for 2N FLOPs counts the tied matrix once, as the output projection.
+  EXPECT_EQ(g.matmul_active(), 12 * (768 * 2304 + 768 * 768 + 2 * 768 * 3072) + 50257 * 768);
+}
+
+Json llama_config() {
+  return parse_json(R"({"model_type":"llama","vocab_size":128256,"hidden_size":4096,
+    "num_hidden_layers":32,"num_attention_heads":32,"num_key_value_heads":8,
+    "intermediate_size":14336,"max_position_embeddings":8192,"tie_word_embeddings":false})",
+                    "config.json");
+}
+
+TEST(ModelShape, HfConfigMatchesPreset) {
+  const ModelShape m = ModelShape::from_hf_config(llama_config(), "config.json");
+  EXPECT_EQ(count_parameters(m).total(), 8030261248);
+  EXPECT_EQ(m.head_dim, 128);
+  const Json gpt2 = parse_json(
+      R"({"model_type":"gpt2","vocab_size":50257,"n_embd":768,"n_layer":12,"n_head":12,
+          "n_positions":1024})",
+      "gpt2.json");
+  EXPECT_EQ(count_parameters(ModelShape::from_hf_config(gpt2, "gpt2.json")).total(), 124439808);
+}
+
+void expect_config_error(const Json& j, const std::string& needle) {
+  try {
+    ModelShape::from_hf_config(j, "config.json");
+    ADD_FAILURE() << "no error; expected one naming " << needle;
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(ModelShape, BadConfigsNameTheField) {
+  Json j = llama_config();
+  j.erase("hidden_size");
+  expect_config_error(j, "hidden_size");
+  j = llama_config();
+  j["num_key_value_heads"] = 5;
+  expect_config_error(j, "does not divide");
+  j = llama_config();
+  j["model_type"] = "bert";
+  expect_config_error(j, "deepseek_v3");  // lists the known model types
+  j = llama_config();
+  j["intermediate_size"] = "big";
+  expect_config_error(j, "intermediate_size");
+  j = llama_config();
+  j["vocab_size"] = 0;
+  expect_config_error(j, "vocab_size");
+}
+
+TEST(ModelShape, UnknownPresetListsTheKnownOnes) {
+  try {
+    model_preset("llama-9");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    for (const std::string& n : model_preset_names())
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << n;
+  }
+  EXPECT_EQ(model_preset("GPT2").name, "gpt2-124m");  // alias, case-insensitive
+}
+
+}  // namespace
+}  // namespace lmstack::calc

@@ -26,6 +26,8 @@ ModelShape gpt2_from_json(const Json& j, const std::string& src) {
   m.num_layers = require<int64_t>(j, "n_layer", src);
   m.num_heads = require<int64_t>(j, "n_head", src);
   m.num_kv_heads = m.num_heads;
+  if (m.num_heads <= 0) throw_error<ConfigError>("{}: field 'n_head' must be > 0", src);
+  m.head_dim = m.hidden_size / m.num_heads;
   m.max_position = require<int64_t>(j, "n_positions", src);
   m.intermediate_size = optional<int64_t>(j, "n_inner", 4 * m.hidden_size, src);
   m.tied_embeddings = optional<bool>(j, "tie_word_embeddings", true, src);

@@ -110,12 +110,18 @@ TrainEstimate estimate_train(const ModelShape& m, const HardwareSpec& hw, const 
   e.fits = hw.memory_bytes <= 0 || e.memory_total <= hw.memory_bytes;
   e.tokens_per_step = static_cast<double>(o.dp) * o.micro_batch * o.seq * o.grad_accum;
   e.steps = o.tokens / e.tokens_per_step;
-  e.flops_per_token = token_flops(m, count_parameters(m), o.seq, o.attention).training();
+  const TokenFlops tf = token_flops(m, count_parameters(m), o.seq, o.attention);
+  e.flops_per_token = tf.training();
+  // Recomputation executes FLOPs the model does not count (MFU excludes them): a second
+  // forward (full) or the attention core again (selective, Korthikanti et al. sec. 5).
+  const double recompute_flops = o.recompute == Recompute::kFull        ? tf.forward()
+                                 : o.recompute == Recompute::kSelective ? tf.attention_forward
+                                                                        : 0;
   e.total_flops = e.flops_per_token * o.tokens;
   const double cluster_flops = o.gpus * hw.compute_flops(o.dtype) * o.mfu;
   e.time_at_mfu_s = e.total_flops / cluster_flops;
   e.bubble = static_cast<double>(o.pp - 1) / o.grad_accum;
-  e.compute_step_s = e.flops_per_token * e.tokens_per_step / cluster_flops;
+  e.compute_step_s = (e.flops_per_token + recompute_flops) * e.tokens_per_step / cluster_flops;
   dp_cost(e, hw, e.dp);
   model_parallel_costs(m, hw, e);
   const double hidden_dp = std::max(0.0, e.dp.time_s - e.compute_step_s * 2 / 3);
@@ -128,10 +134,6 @@ TrainOptions resolve_layout(const ModelShape& m, const TrainOptions& in) {
   TrainOptions o = in;
   if (o.gpus < 1 || o.tp < 1 || o.pp < 1 || o.ep < 1 || o.dp < 0)
     throw_error<RequestError>("--gpus, --tp, --pp, --ep must be >= 1");
-  if (o.dp == 0) o.dp = o.gpus / (o.tp * o.pp);
-  if (o.tp * o.pp * o.dp != o.gpus)
-    throw_error<RequestError>("--tp {} x --pp {} x --dp {} = {} GPUs, but --gpus is {}", o.tp, o.pp,
-                              o.dp, o.tp * o.pp * o.dp, o.gpus);
   if (m.num_heads % o.tp != 0)
     throw_error<RequestError>("--tp {} does not divide the {} attention heads of {}", o.tp,
                               m.num_heads, m.name);
@@ -141,6 +143,10 @@ TrainOptions resolve_layout(const ModelShape& m, const TrainOptions& in) {
   if (m.num_layers % o.pp != 0)
     throw_error<RequestError>("--pp {} does not divide the {} layers of {}", o.pp, m.num_layers,
                               m.name);
+  if (o.dp == 0) o.dp = o.gpus / (o.tp * o.pp);
+  if (o.dp < 1 || o.tp * o.pp * o.dp != o.gpus)
+    throw_error<RequestError>("--tp {} x --pp {} x --dp {} = {} GPUs, but --gpus is {}", o.tp, o.pp,
+                              o.dp, o.tp * o.pp * o.dp, o.gpus);
   if (o.ep > 1 && !m.is_moe())
     throw_error<RequestError>("--ep {} needs a mixture-of-experts model; {} is dense", o.ep,
                               m.name);

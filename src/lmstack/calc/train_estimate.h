@@ -32,7 +32,7 @@ struct TrainEstimate {
   double total_flops = 0;      // flops_per_token x D
   double time_at_mfu_s = 0;    // total / (gpus x peak x mfu)
   double bubble = 0;           // (pp - 1) / grad_accum
-  double compute_step_s = 0;   // one step at the MFU, without bubble
+  double compute_step_s = 0;   // one step at the MFU incl. recomputation, without bubble
   CommCost dp, tp, pp, ep;
   double step_s = 0;  // compute x (1 + bubble) + TP + PP + EP + DP not hidden by backward
 };

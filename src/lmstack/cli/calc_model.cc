@@ -119,9 +119,11 @@ CalcSubcommand setup_calc_roofline(CLI::App& calc) {
               if (!a->plot.ends_with(".svg"))
                 throw_error<RequestError>("--plot {}: only .svg is written", a->plot);
               write_file_atomic(a->plot, calc::roofline_svg(hw, o));
-              std::fprintf(stderr, "wrote %s\n", a->plot.c_str());
             }
-            return print_calc_report(calc::roofline_report(hw, o), a->out);
+            print_calc_report(calc::roofline_report(hw, o), a->out);
+            std::fflush(stdout);
+            if (!a->plot.empty()) std::fprintf(stderr, "wrote %s\n", a->plot.c_str());
+            return 0;
           }};
 }
 
