@@ -81,7 +81,7 @@ SafetensorsEntry parse_entry(const std::string& name, const Json& v, const std::
       throw_error<FormatError>("{}: tensor '{}': shape holds {} (need non-negative integers)", src,
                                name, d.dump());
     const uint64_t n = d.get<uint64_t>();
-    if (n != 0 && numel > (uint64_t{1} << 62) / n)
+    if (n != 0 && numel > (uint64_t{1} << 56) / n)  // keeps numel * 8 bytes far from 2^64
       throw_error<FormatError>("{}: tensor '{}': shape {} overflows", src, name, v["shape"].dump());
     numel *= n;
     e.shape.push_back(static_cast<int64_t>(n));
