@@ -135,6 +135,30 @@ TEST(ChatTemplate, Llama32UsesStrftimeNowWithoutDateString) {
   EXPECT_TRUE(found) << out;
 }
 
+// Every prefix of every real template either parses or throws FormatError, and whatever
+// parses renders or throws RequestError: malformed input never crashes (run under ASan).
+TEST(ChatTemplate, TruncatedTemplatesFailCleanly) {
+  const Json goldens = read_json_file(test::source_path(kDir + "goldens.json"));
+  std::map<std::string, Json> context_of;
+  for (const Json& c : goldens.at("cases")) context_of.emplace(c.at("template"), c.at("context"));
+  size_t parsed = 0, rejected = 0;
+  for (const auto& [name, context] : context_of) {
+    const std::string source = read_file(test::source_path(kDir + name + ".jinja"));
+    for (size_t n = 0; n < source.size(); n += 7) {
+      try {
+        ChatTemplate::parse(source.substr(0, n), name).render(context);
+        ++parsed;
+      } catch (const FormatError&) {
+        ++rejected;
+      } catch (const RequestError&) {
+        ++parsed;
+      }
+    }
+  }
+  EXPECT_GT(parsed, 0u);
+  EXPECT_GT(rejected, 0u);
+}
+
 TEST(ChatTemplate, ParseErrorNamesTemplateLineAndColumn) {
   try {
     ChatTemplate::parse("{% for m in messages %}\n{{ m.content | wordwrap }}\n{% endfor %}",

@@ -264,6 +264,17 @@ TEST(Jinja, ParseErrorsNameLineAndColumn) {
   expect_error<FormatError>("{{ (1 2) }}", "t:1:7: expected ')', got '2'");
 }
 
+TEST(Jinja, DeepNestingIsAnErrorNotACrash) {
+  const std::string deep = std::string(500, '(') + "1" + std::string(500, ')');
+  expect_error<FormatError>("{{ " + deep + " }}", "nesting deeper than 200 levels");
+  expect_error<FormatError>("{{ " + std::string(500, '-') + "1 }}", "nesting deeper than 200");
+  std::string ifs;
+  for (int i = 0; i < 300; ++i) ifs += "{% if true %}";
+  expect_error<FormatError>(ifs, "nesting deeper than 200 levels");
+  EXPECT_EQ(render("{{ " + std::string(50, '(') + "1" + std::string(50, ')') + " }}"), "1");
+  EXPECT_EQ(render("{{ " + std::string(51, '-') + "1 }}"), "-1");
+}
+
 TEST(Jinja, RenderErrorsNameLineAndColumn) {
   expect_error<RequestError>("a\n{{ raise_exception('bad role') }}",
                              "t:2:19: raise_exception: bad role");
@@ -285,6 +296,9 @@ TEST(Jinja, RenderErrorsNameLineAndColumn) {
   expect_error<RequestError>("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}", "recursion deeper");
   expect_error<RequestError>("{{ 9223372036854775807 + 1 }}", "integer overflow");
   expect_error<RequestError>("x", "render context must be a JSON object", "[1]");
+  expect_error<RequestError>("{{ 'a,b'.split(',', 'x') }}", "expected an integer, got 'str'");
+  expect_error<RequestError>("{{ 'a'|replace('a', 1) }}{{ 'a'.replace('a', 1) }}", "must be str");
+  expect_error<RequestError>("{{ 'a'|round }}", "round: expected a number, got 'str'");
 }
 
 }  // namespace

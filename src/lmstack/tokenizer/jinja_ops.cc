@@ -1,6 +1,7 @@
 // Python's binary operators, comparisons and membership on jinja values (see jinja_eval.h).
 // Integer arithmetic stays in int64 (Python ints are unbounded: overflow throws instead of
 // wrapping); `/` always gives a float; `//` and `%` round toward negative infinity.
+#include <charconv>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -181,8 +182,11 @@ Value get_attribute_path(const Value& obj, const std::string& path) {
   while (true) {
     const size_t dot = path.find('.', start);
     const std::string part = path.substr(start, dot == std::string::npos ? dot : dot - start);
-    const bool numeric = !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
-    v = numeric ? get_item(v, Value::integer(std::stoll(part))) : get_item(v, Value::string(part));
+    int64_t index = 0;
+    const auto res = std::from_chars(part.data(), part.data() + part.size(), index);
+    const bool numeric =
+        !part.empty() && res.ec == std::errc() && res.ptr == part.data() + part.size();
+    v = numeric ? get_item(v, Value::integer(index)) : get_item(v, Value::string(part));
     if (dot == std::string::npos || v.is_undefined()) return v;
     start = dot + 1;
   }

@@ -40,6 +40,7 @@ std::string Parser::take_tag() {
 }
 
 StmtPtr Parser::parse_statement() {
+  const NestingGuard guard(*this, peek());
   next();  // {%
   const Token& tag = peek();
   if (tag.type != TokenType::kName) error(tag, "expected a tag name, got " + describe(tag));

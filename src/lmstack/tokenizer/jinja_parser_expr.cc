@@ -64,6 +64,7 @@ ExprPtr Parser::parse_and() {
 
 ExprPtr Parser::parse_not() {
   if (!is_name("not")) return parse_compare();
+  const NestingGuard guard(*this, peek());
   auto node = std::make_unique<UnaryExpr>(next().loc);
   node->op = UnaryOp::kNot;
   node->operand = parse_not();
@@ -119,6 +120,7 @@ ExprPtr Parser::parse_pow() {
 }
 
 ExprPtr Parser::parse_unary(bool with_filter) {
+  const NestingGuard guard(*this, peek());
   ExprPtr node;
   if (is_op("-") || is_op("+")) {
     auto unary = std::make_unique<UnaryExpr>(peek().loc);
@@ -214,10 +216,12 @@ ExprPtr Parser::parse_postfix(ExprPtr node) {
         attr->name = t.text;
         node = std::move(attr);
       } else if (t.type == TokenType::kInt) {
+        int64_t position = 0;
+        const auto res = std::from_chars(t.text.data(), t.text.data() + t.text.size(), position);
+        if (res.ec != std::errc()) unsupported(t, "integer literal beyond 64 bits");
         auto index = std::make_unique<IndexExpr>(loc);
         index->object = std::move(node);
-        index->index =
-            std::make_unique<LiteralExpr>(t.loc, Value::integer(std::atoll(t.text.c_str())));
+        index->index = std::make_unique<LiteralExpr>(t.loc, Value::integer(position));
         node = std::move(index);
       } else {
         error(t, "expected an attribute name after '.', got " + describe(t));

@@ -161,6 +161,25 @@ class Parser {
   const std::string& name_;
   size_t pos_ = 0;
   int loop_depth_ = 0;
+  int nesting_ = 0;  // expression and statement recursion, bounded by kMaxNesting
+
+ public:
+  // Bounds recursion so a hostile template cannot overflow the stack while parsing or
+  // rendering (evaluation recursion follows the tree's depth).
+  static constexpr int kMaxNesting = 200;
+  class NestingGuard {
+   public:
+    NestingGuard(Parser& parser, const Token& at) : parser_(parser) {
+      if (++parser_.nesting_ > kMaxNesting)
+        parser_.error(at, fmt::format("nesting deeper than {} levels", kMaxNesting));
+    }
+    ~NestingGuard() { --parser_.nesting_; }
+    NestingGuard(const NestingGuard&) = delete;
+    NestingGuard& operator=(const NestingGuard&) = delete;
+
+   private:
+    Parser& parser_;
+  };
 };
 
 }  // namespace lmstack::tokenizer::jinja

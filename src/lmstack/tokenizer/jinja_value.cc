@@ -90,24 +90,48 @@ Value Value::callable(std::string name, NativeFunction fn) {
   return v;
 }
 
-bool Value::as_bool() const { return std::get<bool>(data_); }
+// Accessors check the kind, so a template passing the wrong type to a filter or method gets
+// a RenderError naming the types rather than an exception from std::get.
+namespace {
+[[noreturn]] void wrong_kind(const Value& v, const char* want) {
+  v.require_defined();
+  fail(fmt::format("expected {}, got '{}'", want, v.type_name()));
+}
+}  // namespace
+
+bool Value::as_bool() const {
+  if (kind_ != Kind::kBool) wrong_kind(*this, "a bool");
+  return std::get<bool>(data_);
+}
 int64_t Value::as_int() const {
-  return kind_ == Kind::kBool ? static_cast<int64_t>(std::get<bool>(data_))
-                              : std::get<int64_t>(data_);
+  if (kind_ == Kind::kBool) return static_cast<int64_t>(std::get<bool>(data_));
+  if (kind_ != Kind::kInt) wrong_kind(*this, "an integer");
+  return std::get<int64_t>(data_);
 }
 double Value::as_double() const {
-  return kind_ == Kind::kFloat ? std::get<double>(data_) : static_cast<double>(as_int());
+  if (kind_ == Kind::kFloat) return std::get<double>(data_);
+  if (!is_int()) wrong_kind(*this, "a number");
+  return static_cast<double>(as_int());
 }
-const std::string& Value::as_string() const { return std::get<std::string>(data_); }
+const std::string& Value::as_string() const {
+  if (kind_ != Kind::kString) wrong_kind(*this, "a string");
+  return std::get<std::string>(data_);
+}
 const ValueList& Value::as_list() const {
+  if (kind_ != Kind::kList) wrong_kind(*this, "a list");
   return *std::get<std::shared_ptr<const ValueList>>(data_);
 }
 const Dict& Value::as_dict() const {
   if (kind_ == Kind::kNamespace) return *std::get<std::shared_ptr<Dict>>(data_);
+  if (kind_ != Kind::kDict) wrong_kind(*this, "a dict");
   return *std::get<std::shared_ptr<const Dict>>(data_);
 }
-Dict& Value::as_namespace() const { return *std::get<std::shared_ptr<Dict>>(data_); }
+Dict& Value::as_namespace() const {
+  if (kind_ != Kind::kNamespace) wrong_kind(*this, "a namespace");
+  return *std::get<std::shared_ptr<Dict>>(data_);
+}
 const NativeFunction& Value::as_callable() const {
+  if (kind_ != Kind::kCallable) wrong_kind(*this, "a callable");
   return *std::get<std::shared_ptr<const NativeFunction>>(data_);
 }
 const std::string& Value::undefined_hint() const { return text_; }
