@@ -37,18 +37,25 @@ inline float hmax(__m256 v) {
 template <int R, int K>
 void dot_tile(float* s, int64_t ld_s, const float* q, const float* const* k, int d) {
   __m256 acc[R][K];
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 16
     for (int j = 0; j < K; ++j) acc[r][j] = _mm256_setzero_ps();
   for (int e = 0; e < d; e += 8) {
     const __m256i m = mask_for(d - e);
     __m256 kv[K];
+    #pragma GCC unroll 16
     for (int j = 0; j < K; ++j) kv[j] = _mm256_maskload_ps(k[j] + e, m);
+    #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m256 qv = _mm256_maskload_ps(q + r * d + e, m);
+      #pragma GCC unroll 16
       for (int j = 0; j < K; ++j) acc[r][j] = _mm256_fmadd_ps(qv, kv[j], acc[r][j]);
     }
   }
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 16
     for (int j = 0; j < K; ++j) s[r * ld_s + j] = hsum(acc[r][j]);
 }
 
@@ -63,21 +70,29 @@ template <int R, int NV>
 void accumulate_tile(float* o, const float* alpha, const float* p, int64_t ld_p,
                      const float* const* v, int n, int d, int e0) {
   __m256i masks[NV];
+  #pragma GCC unroll 16
   for (int c = 0; c < NV; ++c) masks[c] = mask_for(d - e0 - 8 * c);
   __m256 acc[R][NV];
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 16
     for (int c = 0; c < NV; ++c)
       acc[r][c] = _mm256_mul_ps(_mm256_set1_ps(alpha[r]),
                                 _mm256_maskload_ps(o + r * d + e0 + 8 * c, masks[c]));
   for (int j = 0; j < n; ++j) {
     __m256 vv[NV];
+    #pragma GCC unroll 16
     for (int c = 0; c < NV; ++c) vv[c] = _mm256_maskload_ps(v[j] + e0 + 8 * c, masks[c]);
+    #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m256 pr = _mm256_set1_ps(p[r * ld_p + j]);
+      #pragma GCC unroll 16
       for (int c = 0; c < NV; ++c) acc[r][c] = _mm256_fmadd_ps(pr, vv[c], acc[r][c]);
     }
   }
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 16
     for (int c = 0; c < NV; ++c) _mm256_maskstore_ps(o + r * d + e0 + 8 * c, masks[c], acc[r][c]);
 }
 

@@ -39,30 +39,48 @@ inline __m512 reduce_16(const __m512* a) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(w0, w1, 0x88), _mm512_shuffle_f32x4(w0, w1, 0xdd));
 }
 
-// R rows × K keys of dot products over d.
+// One 16-lane step of the R × K dot-product tile at offset e.
+template <int R, int K>
+__attribute__((always_inline)) inline void dot_step(__m512 (&acc)[R][K], const float* q,
+                                                    const float* const* k, int d, int e,
+                                                    __mmask16 m) {
+  __m512 kv[K];
+#pragma GCC unroll 16
+  for (int j = 0; j < K; ++j) kv[j] = _mm512_maskz_loadu_ps(m, k[j] + e);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    const __m512 qv = _mm512_maskz_loadu_ps(m, q + r * d + e);
+#pragma GCC unroll 16
+    for (int j = 0; j < K; ++j) acc[r][j] = _mm512_fmadd_ps(qv, kv[j], acc[r][j]);
+  }
+}
+
+// R rows × K keys of dot products over d. The accumulators stay in registers: nothing takes
+// their address until the loop is done (reduce_16 reads a copy).
 template <int R, int K>
 void dot_tile(float* s, int64_t ld_s, const float* q, const float* const* k, int d) {
   __m512 acc[R][K];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
     for (int j = 0; j < K; ++j) acc[r][j] = _mm512_setzero_ps();
-  for (int e = 0; e < d; e += 16) {
-    const __mmask16 m = mask_for(d - e);
-    __m512 kv[K];
-    for (int j = 0; j < K; ++j) kv[j] = _mm512_maskz_loadu_ps(m, k[j] + e);
-    for (int r = 0; r < R; ++r) {
-      const __m512 qv = _mm512_maskz_loadu_ps(m, q + r * d + e);
-      for (int j = 0; j < K; ++j) acc[r][j] = _mm512_fmadd_ps(qv, kv[j], acc[r][j]);
-    }
-  }
+  int e = 0;
+  for (; e + 16 <= d; e += 16) dot_step<R, K>(acc, q, k, d, e, static_cast<__mmask16>(0xffff));
+  if (e < d) dot_step<R, K>(acc, q, k, d, e, mask_for(d - e));
   if constexpr (R == 4 && K == 4) {
-    const __m512 sums = reduce_16(&acc[0][0]);
+    __m512 flat[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) flat[i] = acc[i / 4][i % 4];
+    const __m512 sums = reduce_16(flat);
     // Lanes 4r .. 4r+3 are row r (the immediates must be literal even without unrolling).
     _mm_storeu_ps(s, _mm512_extractf32x4_ps(sums, 0));
     _mm_storeu_ps(s + ld_s, _mm512_extractf32x4_ps(sums, 1));
     _mm_storeu_ps(s + 2 * ld_s, _mm512_extractf32x4_ps(sums, 2));
     _mm_storeu_ps(s + 3 * ld_s, _mm512_extractf32x4_ps(sums, 3));
   } else {
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
       for (int j = 0; j < K; ++j) s[r * ld_s + j] = _mm512_reduce_add_ps(acc[r][j]);
   }
 }
@@ -79,22 +97,30 @@ template <int R, int NV>
 void accumulate_tile(float* o, const float* alpha, const float* p, int64_t ld_p,
                      const float* const* v, int n, int d, int e0) {
   __mmask16 masks[NV];
+#pragma GCC unroll 16
   for (int c = 0; c < NV; ++c) masks[c] = mask_for(d - e0 - 16 * c);
   __m512 acc[R][NV];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     const __m512 a = _mm512_set1_ps(alpha[r]);
+#pragma GCC unroll 16
     for (int c = 0; c < NV; ++c)
       acc[r][c] = _mm512_mul_ps(a, _mm512_maskz_loadu_ps(masks[c], o + r * d + e0 + 16 * c));
   }
   for (int j = 0; j < n; ++j) {
     __m512 vv[NV];
+#pragma GCC unroll 16
     for (int c = 0; c < NV; ++c) vv[c] = _mm512_maskz_loadu_ps(masks[c], v[j] + e0 + 16 * c);
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512 pr = _mm512_set1_ps(p[r * ld_p + j]);
+#pragma GCC unroll 16
       for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_fmadd_ps(pr, vv[c], acc[r][c]);
     }
   }
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
     for (int c = 0; c < NV; ++c)
       _mm512_mask_storeu_ps(o + r * d + e0 + 16 * c, masks[c], acc[r][c]);
 }

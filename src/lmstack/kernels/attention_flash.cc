@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "lmstack/core/error.h"
@@ -20,8 +21,9 @@ namespace lmstack::kernels {
 namespace {
 
 constexpr int kChunk = 64;          // keys per chunk (one K and one V pointer array)
-constexpr int kTileRows = 32;       // target rows (queries × group heads) per tile
+constexpr int kTileRows = 128;       // target rows (queries × group heads) per tile
 constexpr int kMinSliceKeys = 256;  // shortest context slice worth a thread of its own
+constexpr int kPackRows = 4;        // tiles with more rows copy each K/V chunk (pack_chunk)
 
 struct Problem {
   float* out;
@@ -48,9 +50,9 @@ struct SlicedTile {
 
 struct Scratch {
   std::vector<float> buf;
-  float *q, *o, *s, *m, *l, *alpha;
+  float *q, *o, *s, *m, *l, *alpha, *k_pack, *v_pack;
   void reserve(int rows, int d) {
-    const size_t need = static_cast<size_t>(rows) * (2 * d + kChunk + 3);
+    const size_t need = static_cast<size_t>(rows) * (2 * d + kChunk + 3) + 2 * kChunk * d;
     if (buf.size() < need) buf.resize(need);
     q = buf.data();
     o = q + static_cast<size_t>(rows) * d;
@@ -58,8 +60,23 @@ struct Scratch {
     m = s + static_cast<size_t>(rows) * kChunk;
     l = m + rows;
     alpha = l + rows;
+    k_pack = alpha + rows;
+    v_pack = k_pack + static_cast<size_t>(kChunk) * d;
   }
 };
+
+// Copies the chunk's K and V rows into contiguous buffers and points kp/vp there. Tiles of
+// more than one row group re-read every row; in the pool, rows of one kv head are Hkv·D
+// floats apart, which for Hkv·D·4 = 4096 bytes puts all of them in one L1 set.
+void pack_chunk(int n, int d, const float** kp, const float** vp, float* k_pack, float* v_pack) {
+  const size_t row_bytes = static_cast<size_t>(d) * sizeof(float);
+  for (int j = 0; j < n; ++j) {
+    std::memcpy(k_pack + static_cast<size_t>(j) * d, kp[j], row_bytes);
+    std::memcpy(v_pack + static_cast<size_t>(j) * d, vp[j], row_bytes);
+    kp[j] = k_pack + static_cast<size_t>(j) * d;
+    vp[j] = v_pack + static_cast<size_t>(j) * d;
+  }
+}
 
 int64_t first_position(const AttentionBatch& b, int s) {
   return b.context_len[s] - (b.query_start[s + 1] - b.query_start[s]);
@@ -120,6 +137,7 @@ void run_item(const AttentionLeaf& leaf, const Problem& p, const WorkItem& it, S
                      static_cast<int>(std::min<int64_t>(kChunk, it.key_end - j0 - kChunk)));
     // Rows before r0 sit at positions < j0: the whole chunk is in their future.
     const int r0 = static_cast<int>(std::max<int64_t>(0, j0 - pos0)) * g;
+    if (rows - r0 > kPackRows) pack_chunk(n, d, kp, vp, sc.k_pack, sc.v_pack);
     leaf.scores(sc.s + r0 * kChunk, kChunk, sc.q + r0 * d, rows - r0, kp, n, d);
     for (int r = r0; r < rows; ++r) {
       const auto n_valid = static_cast<int>(std::min<int64_t>(n, pos0 + r / g - j0 + 1));
