@@ -34,29 +34,55 @@ inline float hmax(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// Lane i of the result is the sum of the 8 lanes of a[i] (a hadd tree).
+inline __m256 reduce_8(const __m256* a) {
+  const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+  const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+  // u0 holds per-128-bit-lane sums of a[0..3], u1 of a[4..7]: add the two lanes.
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+// One 8-lane step of the R × K dot-product tile at offset e; full steps use plain loads.
+template <int R, int K, bool kTail>
+__attribute__((always_inline)) inline void dot_step(__m256 (&acc)[R][K], const float* q,
+                                                    const float* const* k, int d, int e) {
+  const __m256i m = mask_for(d - e);
+  __m256 kv[K];
+#pragma GCC unroll 16
+  for (int j = 0; j < K; ++j)
+    kv[j] = kTail ? _mm256_maskload_ps(k[j] + e, m) : _mm256_loadu_ps(k[j] + e);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    const __m256 qv = kTail ? _mm256_maskload_ps(q + r * d + e, m) : _mm256_loadu_ps(q + r * d + e);
+#pragma GCC unroll 16
+    for (int j = 0; j < K; ++j) acc[r][j] = _mm256_fmadd_ps(qv, kv[j], acc[r][j]);
+  }
+}
+
+// R rows × K keys of dot products; the accumulators stay in registers until the reduce.
 template <int R, int K>
 void dot_tile(float* s, int64_t ld_s, const float* q, const float* const* k, int d) {
   __m256 acc[R][K];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int j = 0; j < K; ++j) acc[r][j] = _mm256_setzero_ps();
-  for (int e = 0; e < d; e += 8) {
-    const __m256i m = mask_for(d - e);
-    __m256 kv[K];
-    #pragma GCC unroll 16
-    for (int j = 0; j < K; ++j) kv[j] = _mm256_maskload_ps(k[j] + e, m);
-    #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const __m256 qv = _mm256_maskload_ps(q + r * d + e, m);
-      #pragma GCC unroll 16
-      for (int j = 0; j < K; ++j) acc[r][j] = _mm256_fmadd_ps(qv, kv[j], acc[r][j]);
-    }
+  int e = 0;
+  for (; e + 8 <= d; e += 8) dot_step<R, K, false>(acc, q, k, d, e);
+  if (e < d) dot_step<R, K, true>(acc, q, k, d, e);
+  if constexpr (R == 2 && K == 4) {
+    __m256 flat[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) flat[i] = acc[i / 4][i % 4];
+    const __m256 sums = reduce_8(flat);
+    _mm_storeu_ps(s, _mm256_castps256_ps128(sums));
+    _mm_storeu_ps(s + ld_s, _mm256_extractf128_ps(sums, 1));
+  } else {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int j = 0; j < K; ++j) s[r * ld_s + j] = hsum(acc[r][j]);
   }
-  #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-    #pragma GCC unroll 16
-    for (int j = 0; j < K; ++j) s[r * ld_s + j] = hsum(acc[r][j]);
 }
 
 template <int R>
@@ -70,29 +96,29 @@ template <int R, int NV>
 void accumulate_tile(float* o, const float* alpha, const float* p, int64_t ld_p,
                      const float* const* v, int n, int d, int e0) {
   __m256i masks[NV];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int c = 0; c < NV; ++c) masks[c] = mask_for(d - e0 - 8 * c);
   __m256 acc[R][NV];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int c = 0; c < NV; ++c)
       acc[r][c] = _mm256_mul_ps(_mm256_set1_ps(alpha[r]),
                                 _mm256_maskload_ps(o + r * d + e0 + 8 * c, masks[c]));
   for (int j = 0; j < n; ++j) {
     __m256 vv[NV];
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int c = 0; c < NV; ++c) vv[c] = _mm256_maskload_ps(v[j] + e0 + 8 * c, masks[c]);
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m256 pr = _mm256_set1_ps(p[r * ld_p + j]);
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int c = 0; c < NV; ++c) acc[r][c] = _mm256_fmadd_ps(pr, vv[c], acc[r][c]);
     }
   }
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int c = 0; c < NV; ++c) _mm256_maskstore_ps(o + r * d + e0 + 8 * c, masks[c], acc[r][c]);
 }
 
