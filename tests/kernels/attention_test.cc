@@ -130,6 +130,14 @@ TEST(PagedAttention, VariantsMatchReference) {
           expect_variants_match(PagedCase(h, hkv, d, bs, seqs, seed++), pool, name);
 }
 
+TEST(PagedAttention, HeadDimsWithPartialVectors) {
+  // 20 and 36 leave a partial 8-lane (AVX2) and 16-lane (AVX-512) vector at the end of D.
+  ThreadPool pool(2);
+  uint32_t seed = 100;
+  for (const auto& [name, seqs] : batches())
+    for (int d : {20, 36}) expect_variants_match(PagedCase(8, 2, d, 7, seqs, seed++), pool, name);
+}
+
 TEST(PagedAttention, LongDecodeAndLongPrefill) {
   ThreadPool pool(4);
   expect_variants_match(PagedCase(16, 2, 64, 16, {{1, 1500}, {1, 700}}, 7), pool, "long decode");

@@ -92,23 +92,30 @@ void dot_rows(float* s, int64_t ld_s, const float* q, const float* const* k, int
   for (; j < n; ++j) dot_tile<R, 1>(s + j, ld_s, q, k + j, d);
 }
 
-template <int R, int NV>
+// Loads vector c of a row: plain for whole vectors, masked for the last one of a ragged D.
+template <bool kTail>
+__attribute__((always_inline)) inline __m256 load_part(const float* x, __m256i tail_mask,
+                                                       bool last) {
+  return kTail && last ? _mm256_maskload_ps(x, tail_mask) : _mm256_loadu_ps(x);
+}
+
+// o rows (R of them) over NV vectors of 8 starting at e0: o = alpha·o + p·V. kTail: the last
+// vector is partial (only one mask register is live, which keeps the tile in 16 registers).
+template <int R, int NV, bool kTail>
 void accumulate_tile(float* o, const float* alpha, const float* p, int64_t ld_p,
                      const float* const* v, int n, int d, int e0) {
-  __m256i masks[NV];
-#pragma GCC unroll 16
-  for (int c = 0; c < NV; ++c) masks[c] = mask_for(d - e0 - 8 * c);
+  const __m256i tail = mask_for(d - e0 - 8 * (NV - 1));
   __m256 acc[R][NV];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
     for (int c = 0; c < NV; ++c)
       acc[r][c] = _mm256_mul_ps(_mm256_set1_ps(alpha[r]),
-                                _mm256_maskload_ps(o + r * d + e0 + 8 * c, masks[c]));
+                                load_part<kTail>(o + r * d + e0 + 8 * c, tail, c == NV - 1));
   for (int j = 0; j < n; ++j) {
     __m256 vv[NV];
 #pragma GCC unroll 16
-    for (int c = 0; c < NV; ++c) vv[c] = _mm256_maskload_ps(v[j] + e0 + 8 * c, masks[c]);
+    for (int c = 0; c < NV; ++c) vv[c] = load_part<kTail>(v[j] + e0 + 8 * c, tail, c == NV - 1);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m256 pr = _mm256_set1_ps(p[r * ld_p + j]);
@@ -119,7 +126,22 @@ void accumulate_tile(float* o, const float* alpha, const float* p, int64_t ld_p,
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
-    for (int c = 0; c < NV; ++c) _mm256_maskstore_ps(o + r * d + e0 + 8 * c, masks[c], acc[r][c]);
+    for (int c = 0; c < NV; ++c) {
+      float* dst = o + r * d + e0 + 8 * c;
+      if (kTail && c == NV - 1)
+        _mm256_maskstore_ps(dst, tail, acc[r][c]);
+      else
+        _mm256_storeu_ps(dst, acc[r][c]);
+    }
+}
+
+template <int R, int NV>
+void accumulate_span(float* o, const float* alpha, const float* p, int64_t ld_p,
+                     const float* const* v, int n, int d, int e0) {
+  if (d - e0 >= 8 * NV)
+    accumulate_tile<R, NV, false>(o, alpha, p, ld_p, v, n, d, e0);
+  else
+    accumulate_tile<R, NV, true>(o, alpha, p, ld_p, v, n, d, e0);
 }
 
 template <int R>
@@ -128,13 +150,13 @@ void accumulate_rows(float* o, const float* alpha, const float* p, int64_t ld_p,
   for (int e0 = 0; e0 < d; e0 += 32) {
     const int vectors = (d - e0 + 7) / 8;
     if (vectors >= 4)
-      accumulate_tile<R, 4>(o, alpha, p, ld_p, v, n, d, e0);
+      accumulate_span<R, 4>(o, alpha, p, ld_p, v, n, d, e0);
     else if (vectors == 3)
-      accumulate_tile<R, 3>(o, alpha, p, ld_p, v, n, d, e0);
+      accumulate_span<R, 3>(o, alpha, p, ld_p, v, n, d, e0);
     else if (vectors == 2)
-      accumulate_tile<R, 2>(o, alpha, p, ld_p, v, n, d, e0);
+      accumulate_span<R, 2>(o, alpha, p, ld_p, v, n, d, e0);
     else
-      accumulate_tile<R, 1>(o, alpha, p, ld_p, v, n, d, e0);
+      accumulate_span<R, 1>(o, alpha, p, ld_p, v, n, d, e0);
   }
 }
 
