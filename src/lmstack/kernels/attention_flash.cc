@@ -21,7 +21,8 @@ namespace lmstack::kernels {
 namespace {
 
 constexpr int kChunk = 64;          // keys per chunk (one K and one V pointer array)
-constexpr int kTileRows = 128;       // target rows (queries × group heads) per tile
+constexpr int kTileRows = 128;      // target rows (queries × group heads) per tile
+constexpr int kMinTileRows = 16;    // the smallest tiles made to feed more threads
 constexpr int kMinSliceKeys = 256;  // shortest context slice worth a thread of its own
 constexpr int kPackRows = 4;        // tiles with more rows copy each K/V chunk (pack_chunk)
 
@@ -189,7 +190,18 @@ void combine_tile(const Problem& p, const std::vector<WorkItem>& items, const Sl
 int64_t plan_items(const Problem& p, int num_threads, std::vector<WorkItem>& items,
                    std::vector<SlicedTile>& sliced) {
   const AttentionBatch& b = *p.batch;
-  const int tile_queries = std::max(1, kTileRows / p.group);
+  const int64_t want_items = 2 * int64_t{num_threads};
+  // Big tiles re-read K/V least; smaller ones (down to kMinTileRows) when there are too few
+  // tiles to keep the threads busy.
+  int tile_queries = std::max(1, kTileRows / p.group);
+  auto count_tiles = [&](int tq) {
+    int64_t n = 0;
+    for (int s = 0; s < b.num_seqs; ++s)
+      n += (b.query_start[s + 1] - b.query_start[s] + tq - 1) / tq;
+    return n * p.kv->kv_heads;
+  };
+  while (tile_queries * p.group > kMinTileRows && count_tiles(tile_queries) < want_items)
+    tile_queries = std::max(1, tile_queries / 2);
   std::vector<WorkItem> tiles;
   for (int s = 0; s < b.num_seqs; ++s) {
     const int q_len = b.query_start[s + 1] - b.query_start[s];
@@ -200,7 +212,6 @@ int64_t plan_items(const Problem& p, int num_threads, std::vector<WorkItem>& ite
         tiles.push_back({s, h, q0, q1, 0, static_cast<int>(pos_first + q1), -1});
     }
   }
-  const int64_t want_items = 2 * int64_t{num_threads};
   const int64_t max_slices = num_threads > 1 && std::ssize(tiles) < want_items
                                  ? (want_items + std::ssize(tiles) - 1) / std::ssize(tiles)
                                  : 1;
