@@ -19,6 +19,23 @@ float element(WeightType wt, const void* b, int64_t at) {
   return wt == WeightType::kBF16 ? bf16_to_f32(h) : f16_to_f32(h);
 }
 
+// One A panel, ap[kk * MR + ii] = alpha * op(A)(ii, kk), zero rows past `rows`.
+void pack_a(const float* a, int64_t lda, bool trans, int rows, int64_t k, float alpha, float* ap) {
+  if (trans) {
+    for (int64_t kk = 0; kk < k; ++kk)
+      for (int ii = 0; ii < kMr; ++ii) ap[kk * kMr + ii] = ii < rows ? alpha * a[kk * lda + ii] : 0;
+    return;
+  }
+  for (int ii = 0; ii < kMr; ++ii) {
+    const float* src = a + ii * lda;
+    if (ii >= rows) {
+      for (int64_t kk = 0; kk < k; ++kk) ap[kk * kMr + ii] = 0;
+      continue;
+    }
+    for (int64_t kk = 0; kk < k; ++kk) ap[kk * kMr + ii] = alpha * src[kk];
+  }
+}
+
 // B [N, K] -> 16-column panels, column by column (each column is a contiguous row of B).
 void pack_b_nt(WeightType wt, const void* b, int64_t ldb, int64_t n0, int64_t nc, int64_t k0,
                int64_t kc, float* bp) {
@@ -80,6 +97,6 @@ void micro(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, 
 
 }  // namespace
 
-extern const GemmIsa kGemmIsaAvx2 = {"avx2", kMr, kNr, pack_b_nt, pack_b_nn, micro};
+extern const GemmIsa kGemmIsaAvx2 = {"avx2", kMr, kNr, pack_a, pack_b_nt, pack_b_nn, micro};
 
 }  // namespace lmstack::kernels

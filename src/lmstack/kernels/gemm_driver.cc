@@ -26,24 +26,6 @@ float* scratch(std::vector<float>& buf, int64_t n) {
   return buf.data() + ((64 - addr % 64) % 64) / sizeof(float);
 }
 
-// Panel ip of op(A): rows [ip*MR, ip*MR + MR) for all K steps, ap[kk * MR + ii] * alpha.
-void pack_a_panel(int mr_max, int64_t m, int64_t k, float alpha, const float* a, int64_t lda,
-                  bool trans_a, int64_t ip, float* ap) {
-  const int64_t i0 = ip * mr_max, rows = std::min<int64_t>(mr_max, m - i0);
-  if (trans_a) {
-    for (int64_t kk = 0; kk < k; ++kk) {
-      const float* src = a + kk * lda + i0;
-      for (int64_t ii = 0; ii < mr_max; ++ii)
-        ap[kk * mr_max + ii] = ii < rows ? alpha * src[ii] : 0;
-    }
-    return;
-  }
-  for (int64_t ii = 0; ii < mr_max; ++ii) {
-    const float* src = a + (i0 + ii) * lda;
-    for (int64_t kk = 0; kk < k; ++kk) ap[kk * mr_max + ii] = ii < rows ? alpha * src[kk] : 0;
-  }
-}
-
 struct Job {
   const GemmIsa* isa;
   int64_t m, n, k;
@@ -95,8 +77,12 @@ void gemm_blocked(ThreadPool& pool, const GemmIsa& isa, int64_t m, int64_t n, in
   const int64_t mp = (m + isa.mr - 1) / isa.mr, np = (n + isa.nr - 1) / isa.nr;
   float* ap = scratch(a_buf, mp * isa.mr * k);
   pool.parallel_for(mp, [&](int64_t begin, int64_t end) {
-    for (int64_t ip = begin; ip < end; ++ip)
-      pack_a_panel(isa.mr, m, k, alpha, a, lda, trans_a, ip, ap + ip * k * isa.mr);
+    for (int64_t ip = begin; ip < end; ++ip) {
+      const int64_t i0 = ip * isa.mr;
+      isa.pack_a(trans_a ? a + i0 : a + i0 * lda, lda, trans_a,
+                 static_cast<int>(std::min<int64_t>(isa.mr, m - i0)), k, alpha,
+                 ap + ip * k * isa.mr);
+    }
   });
   const Job job{&isa, m, n, k, ap, bt, b, ldb, b_nt, c, ldc, add};
   const int64_t threads = pool.num_threads();

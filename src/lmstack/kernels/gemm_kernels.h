@@ -35,9 +35,14 @@ void gemv_avx2(WeightType wt, const void* w, int64_t k, int64_t n_begin, int64_t
 // pack_b_nn: the same from f32 B stored [K, N].
 // micro: c[ii * ldc + jj] (+)= sum_kk ap[kk * MR + ii] * bp[kk * NR + jj] for ii < mr,
 // jj < nr; `add` selects += over =.
+// pack_a: one A panel from `rows` (<= MR) rows of op(A) for k steps, times alpha; `a`
+// points at the panel's first element: row ii at a + ii * lda, or, if trans, element
+// (ii, kk) at a[kk * lda + ii].
 struct GemmIsa {
   const char* name;
   int mr, nr;
+  void (*pack_a)(const float* a, int64_t lda, bool trans, int rows, int64_t k, float alpha,
+                 float* ap);
   void (*pack_b_nt)(WeightType wt, const void* b, int64_t ldb, int64_t n0, int64_t nc, int64_t k0,
                     int64_t kc, float* bp);
   void (*pack_b_nn)(const float* b, int64_t ldb, int64_t n0, int64_t nc, int64_t k0, int64_t kc,
