@@ -94,11 +94,16 @@ void gemv_rows(const void* w, int64_t k, int64_t n_begin, int64_t n_end, const f
 template <WeightType WT>
 void gemv_typed(const void* w, int64_t k, int64_t n_begin, int64_t n_end, const float* x, int64_t m,
                 float* y, int64_t ldy, const float* bias, bool accumulate) {
-  // Groups of up to 4 activation rows; a second group re-reads the row block from L1/L2.
-  for (int64_t r = 0; r < m; r += 4) {
+  // Balanced groups of up to 6 activation rows (6 x 4 accumulators + 6 x + 1 w of 32
+  // registers; M = 8 runs as 4 + 4, not 6 + 2); each further group re-reads the row block
+  // from L1/L2. Against groups of 4: M = 12 and 16 ~8% faster (BM_MidM, 1 thread).
+  const int64_t groups = (m + 5) / 6;
+  for (int64_t g = 0, r = 0; g < groups; ++g) {
+    const int64_t rows = (m - r + (groups - g) - 1) / (groups - g);
     const float* xr = x + r * k;
     float* yr = y + r * ldy;
-    switch (m - r) {
+    r += rows;
+    switch (rows) {
       case 1:
         gemv_rows<WT, 1>(w, k, n_begin, n_end, xr, yr, ldy, bias, accumulate);
         break;
@@ -108,8 +113,14 @@ void gemv_typed(const void* w, int64_t k, int64_t n_begin, int64_t n_end, const 
       case 3:
         gemv_rows<WT, 3>(w, k, n_begin, n_end, xr, yr, ldy, bias, accumulate);
         break;
-      default:
+      case 4:
         gemv_rows<WT, 4>(w, k, n_begin, n_end, xr, yr, ldy, bias, accumulate);
+        break;
+      case 5:
+        gemv_rows<WT, 5>(w, k, n_begin, n_end, xr, yr, ldy, bias, accumulate);
+        break;
+      default:
+        gemv_rows<WT, 6>(w, k, n_begin, n_end, xr, yr, ldy, bias, accumulate);
         break;
     }
   }
