@@ -5,8 +5,9 @@ Renders every <name>.jinja over a set of conversations with Python jinja2, confi
 Hugging Face transformers does (ImmutableSandboxedEnvironment with trim_blocks and
 lstrip_blocks, the loopcontrols extension, raise_exception, strftime_now and HF's tojson),
 and writes tests/data/tokenizer/chat_templates/goldens.json: one case per
-(template, conversation, add_generation_prompt) with the full render context and either the
-expected text or, when the template raises, the raise_exception message. The C++ test
+(template, conversation, add_generation_prompt) with the full render context (keys sorted, as
+lmstack::Json holds them; "context_text" cases keep insertion order, for ordered_json) and
+either the expected text or, when the template raises, the raise_exception message. The C++ test
 (tests/tokenizer/chat_template_test.cc) renders the same contexts and compares byte for byte.
 
 Usage: python3 tools/ref/gen_chat_templates.py   (needs `pip install jinja2`; deterministic)
@@ -165,6 +166,12 @@ def main():
             if name == "llama-3.2-instruct":
                 context["date_string"] = "09 Mar 2025"  # strftime_now would make it time-dependent
             context.update(extra)
+            if case_name == "tool_call/agp=1":
+                # Insertion-ordered variant, for ChatTemplate::render(nlohmann::ordered_json):
+                # stored as text because this file is written with sorted keys.
+                cases.append({"template": name, "case": "tool_call/ordered",
+                              "context_text": json.dumps(context, ensure_ascii=False),
+                              "expected": template.render(**context)})
             # lmstack's Json keeps object keys sorted; render the same order here.
             context = json.loads(json.dumps(context, sort_keys=True))
             case = {"template": name, "case": case_name, "context": context}

@@ -22,7 +22,8 @@ ChatTemplate ChatTemplate::parse(const std::string& source, const std::string& n
   return t;
 }
 
-std::string ChatTemplate::render(const Json& context) const {
+template <class J>
+std::string ChatTemplate::render_json(const J& context) const {
   if (!context.is_object())
     throw_error<RequestError>("{}: render context must be a JSON object, got {}", name_,
                               context.type_name());
@@ -36,6 +37,11 @@ std::string ChatTemplate::render(const Json& context) const {
     throw_error<RequestError>("{}:{}:{}: {}", name_, ctx.loc.line, ctx.loc.column, e.what());
   }
   return out;
+}
+
+std::string ChatTemplate::render(const Json& context) const { return render_json(context); }
+std::string ChatTemplate::render(const nlohmann::ordered_json& context) const {
+  return render_json(context);
 }
 
 std::string render_chat(const ChatTemplate& chat_template, const Json& messages,

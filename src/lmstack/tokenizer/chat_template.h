@@ -20,7 +20,8 @@
 // other tags (raw, include, import, extends, block, call, with, autoescape, ...), recursive
 // loops, macro varargs/caller, *args/**kwargs, other filters, tests and methods, `%` string
 // formatting, non-string dict keys. upper/lower/title/capitalize change ASCII letters only;
-// integers are 64-bit. Dicts from `context` iterate in the Json's (sorted) key order.
+// integers are 64-bit. Dicts from a Json context iterate in sorted key order (see the
+// ordered_json overload).
 #pragma once
 
 #include <memory>
@@ -47,11 +48,17 @@ class ChatTemplate {
   // RequestError if context is not an object.
   // Thread safety: const and reentrant; any number of threads may render one template.
   std::string render(const Json& context) const;
+  // The same with insertion-ordered objects: dicts (tool schemas, tool-call arguments)
+  // iterate and serialize (tojson) in the caller's key order, as Python's json.loads gives
+  // transformers. Use it when prompts must equal Hugging Face's byte for byte.
+  std::string render(const nlohmann::ordered_json& context) const;
 
   const std::string& name() const { return name_; }
 
  private:
   struct Tree;
+  template <class J>
+  std::string render_json(const J& context) const;
   std::string name_;
   std::shared_ptr<const Tree> tree_;
 };

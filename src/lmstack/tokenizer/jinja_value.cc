@@ -14,19 +14,17 @@ namespace lmstack::tokenizer::jinja {
 void fail(const std::string& message) { throw RenderError(message); }
 
 const Value* Dict::find(const std::string& key) const {
-  for (const auto& [k, v] : items_)
-    if (k == key) return &v;
-  return nullptr;
+  const auto it = index_.find(key);
+  return it == index_.end() ? nullptr : &items_[it->second].second;
 }
 
 void Dict::set(const std::string& key, Value value) {
-  for (auto& [k, v] : items_) {
-    if (k == key) {
-      v = std::move(value);
-      return;
-    }
+  const auto [it, inserted] = index_.emplace(key, items_.size());
+  if (inserted) {
+    items_.emplace_back(key, std::move(value));
+  } else {
+    items_[it->second].second = std::move(value);
   }
-  items_.emplace_back(key, std::move(value));
 }
 
 Value Value::undefined(std::string hint) {
@@ -339,37 +337,47 @@ int64_t length(const Value& v) {
   }
 }
 
-Value from_json(const Json& j) {
+namespace {
+
+// One conversion for both nlohmann flavours (sorted and insertion-ordered objects).
+template <class J>
+Value from_json_impl(const J& j) {
+  using value_t = typename J::value_t;
   switch (j.type()) {
-    case Json::value_t::null:
+    case value_t::null:
       return Value::none();
-    case Json::value_t::boolean:
-      return Value::boolean(j.get<bool>());
-    case Json::value_t::number_integer:
-      return Value::integer(j.get<int64_t>());
-    case Json::value_t::number_unsigned: {
-      const auto u = j.get<uint64_t>();
+    case value_t::boolean:
+      return Value::boolean(j.template get<bool>());
+    case value_t::number_integer:
+      return Value::integer(j.template get<int64_t>());
+    case value_t::number_unsigned: {
+      const auto u = j.template get<uint64_t>();
       if (u > static_cast<uint64_t>(INT64_MAX)) return Value::number(static_cast<double>(u));
       return Value::integer(static_cast<int64_t>(u));
     }
-    case Json::value_t::number_float:
-      return Value::number(j.get<double>());
-    case Json::value_t::string:
-      return Value::string(j.get<std::string>());
-    case Json::value_t::array: {
+    case value_t::number_float:
+      return Value::number(j.template get<double>());
+    case value_t::string:
+      return Value::string(j.template get<std::string>());
+    case value_t::array: {
       ValueList items;
-      for (const auto& item : j) items.push_back(from_json(item));
+      for (const auto& item : j) items.push_back(from_json_impl(item));
       return Value::list(std::move(items));
     }
-    case Json::value_t::object: {
+    case value_t::object: {
       auto d = std::make_shared<Dict>();
-      for (const auto& [k, v] : j.items()) d->set(k, from_json(v));
+      for (const auto& [k, v] : j.items()) d->set(k, from_json_impl(v));
       return Value::dict(std::move(d));
     }
     default:
       fail("unsupported JSON value type in the template context");
   }
 }
+
+}  // namespace
+
+Value from_json(const Json& j) { return from_json_impl(j); }
+Value from_json(const nlohmann::ordered_json& j) { return from_json_impl(j); }
 
 namespace {
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -29,7 +30,7 @@ class Value;
 using ValueList = std::vector<Value>;
 
 // A dict with Python's insertion order. Keys are strings (JSON objects, keyword arguments,
-// string-keyed dict literals); lookups are linear, which suits the few keys of a message.
+// string-keyed dict literals); a hash index keeps lookups O(1) for large request objects.
 class Dict {
  public:
   const Value* find(const std::string& key) const;
@@ -39,6 +40,7 @@ class Dict {
 
  private:
   std::vector<std::pair<std::string, Value>> items_;
+  std::unordered_map<std::string, size_t> index_;  // key -> position in items_
 };
 
 // Arguments of a call, filter or test: positional ones, then keyword ones.
@@ -130,8 +132,10 @@ ValueList iterate(const Value& v);
 // Python len(); throws for kinds without one.
 int64_t length(const Value& v);
 
-// JSON <-> Value. Objects keep the order of `j` (nlohmann::json sorts keys alphabetically).
+// JSON -> Value. Objects keep the order of `j`: alphabetical for Json (nlohmann::json sorts
+// keys), insertion order for nlohmann::ordered_json (what Python's json.loads gives).
 Value from_json(const Json& j);
+Value from_json(const nlohmann::ordered_json& j);
 
 // HF's tojson: json.dumps(value, ensure_ascii, indent, separators, sort_keys).
 struct JsonStyle {
