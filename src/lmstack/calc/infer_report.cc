@@ -5,18 +5,22 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <utility>
 
 #include "lmstack/calc/reports.h"
 
 namespace lmstack::calc {
 namespace {
 
-std::string kv_formula(const ModelShape& m, const std::string& kv) {
+// The KV-per-token rule in symbols and with this model's numbers.
+std::pair<std::string, std::string> kv_formula(const ModelShape& m, const std::string& kv, int tp) {
   if (m.is_mla())
-    return fmt::format("L x (r_kv + d_rope) x bytes = {} x ({} + {}) x {} (MLA latent)",
-                       m.num_layers, m.kv_lora_rank, m.qk_rope_head_dim, dtype_bytes(kv));
-  return fmt::format("2 x L x kv_heads x head_dim x bytes = 2 x {} x {} x {} x {}", m.num_layers,
-                     m.num_kv_heads, m.head_dim, dtype_bytes(kv));
+    return {"L x (r_kv + d_rope) x bytes / tp (MLA latent)",
+            fmt::format("{} x ({} + {}) x {} / {}", m.num_layers, m.kv_lora_rank,
+                        m.qk_rope_head_dim, dtype_bytes(kv), tp)};
+  return {"2 x L x kv_heads x head_dim x bytes / tp",
+          fmt::format("2 x {} x {} x {} x {} / {}", m.num_layers, m.num_kv_heads, m.head_dim,
+                      dtype_bytes(kv), tp)};
 }
 
 void add_memory(const ModelShape& m, const ParamCount& p, const HardwareSpec& hw,
@@ -27,18 +31,24 @@ void add_memory(const ModelShape& m, const ParamCount& p, const HardwareSpec& hw
   const double ctx = o.prompt + o.output;
   add_row(s, "weights_bytes", "weights", w, "B", "params x bytes / tp",
           fmt::format("{} x {} / {}", p.total(), dtype_bytes(o.dtype), o.tp));
-  add_row(s, "kv_bytes_per_token", "KV cache per token", per_tok, "B", kv_formula(m, kv) + " / tp");
+  const auto [kv_rule, kv_numbers] = kv_formula(m, kv, o.tp);
+  add_row(s, "kv_bytes_per_token", "KV cache per token", per_tok, "B", kv_rule,
+          fmt::format("{} = {:.0f} B", kv_numbers, per_tok));
   add_row(s, "kv_bytes_per_sequence", "KV cache per sequence", per_tok * ctx, "B",
-          "per token x (prompt + output)", fmt::format("x {:.0f}", ctx));
+          "per token x (prompt + output)",
+          fmt::format("{:.0f} x ({} + {}) = {:.0f} B", per_tok, o.prompt, o.output, per_tok * ctx));
   add_row(s, "kv_cache_bytes", "KV cache, whole batch", per_tok * ctx * o.batch, "B",
-          "per sequence x batch", fmt::format("x {}", o.batch));
-  add_row(s, "memory_total_bytes", "weights + KV", w + per_tok * ctx * o.batch, "B", "");
+          "per sequence x batch",
+          fmt::format("{:.0f} x {} = {:.0f} B", per_tok * ctx, o.batch, per_tok * ctx * o.batch));
+  add_row(s, "memory_total_bytes", "weights + KV", w + per_tok * ctx * o.batch, "B",
+          "weights + KV, whole batch");
   add_row(s, "memory_capacity_bytes", "GPU memory", hw.memory_bytes, "B", hw.name);
   const double free_bytes = hw.memory_bytes - w;
   if (hw.memory_bytes > 0)
     add_row(s, "max_concurrency", "max sequences beside the weights",
             free_bytes > 0 ? std::floor(free_bytes / (per_tok * ctx)) : 0, "",
-            "floor((capacity - weights) / KV per sequence)");
+            "floor((capacity - weights) / KV per sequence)",
+            fmt::format("floor(({:.4g} - {:.4g}) / {:.4g})", hw.memory_bytes, w, per_tok * ctx));
 }
 
 void add_speed(const ModelShape& m, const ParamCount& p, const HardwareSpec& hw,
