@@ -15,45 +15,70 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from gen_chat_templates import make_env  # noqa: E402
 
-src = open(os.path.join(HERE, '..', '..', 'tests', 'tokenizer', 'jinja_test.cc'), encoding='utf-8').read()
-# tokenize C string literals
+TEST_FILE = os.path.join(HERE, "..", "..", "tests", "tokenizer", "jinja_test.cc")
+# A raw string R"(...)", a C string "...", an identifier, or punctuation.
+TOKEN = re.compile(r'R"\((.*?)\)"|"((?:[^"\\]|\\.)*)"|(\w+)|([{},;()])', re.S)
+SIMPLE_ESCAPES = {"n": b"\n", "t": b"\t", "r": b"\r", "\\": b"\\", '"': b'"', "'": b"'"}
+
+
 def c_unescape(body):
-    out = bytearray(); i = 0
+    """The bytes of a C string literal body, decoded as UTF-8."""
+    out = bytearray()
+    i = 0
     while i < len(body):
-        c = body[i]
-        if c == '\\':
-            n = body[i+1]
-            if n == 'x':
-                m = re.match(r'[0-9a-fA-F]+', body[i+2:]); out.append(int(m.group(0),16)); i += 2+len(m.group(0)); continue
-            out += {'n':b'\n','t':b'\t','\\':b'\\','"':b'"',"'":b"'",'r':b'\r'}[n]; i += 2; continue
-        out += c.encode(); i += 1
-    return out.decode('utf-8')
-tok_re = re.compile(r'R"\((.*?)\)"|"((?:[^"\\]|\\.)*)"|(\w+)|([{},;()])', re.S)
-env = make_env()
-bad = 0; n = 0
-for test in re.split(r'\nTEST\(', src):
- consts = {}
- for m in re.finditer(r'const char\* (\w+) =\s*R"\((.*?)\)";', test, re.S):
-    consts[m.group(1)] = m.group(2)
- for block in re.finditer(r'run_cases\(\{(.*?)\}\);', test, re.S):
-    toks = []
-    for m in tok_re.finditer(block.group(1)):
-        if m.group(1) is not None: toks.append(('s', m.group(1)))
-        elif m.group(2) is not None:
-            v = c_unescape(m.group(2))
-            if toks and toks[-1][0] == 's': toks[-1] = ('s', toks[-1][1] + v)
-            else: toks.append(('s', v))
-        elif m.group(3): toks.append(('s', consts[m.group(3)]) if m.group(3) in consts else ('w', m.group(3)))
-        else: toks.append(('p', m.group(4)))
-    vals = [t[1] for t in toks if t[0] == 's']
-    for i in range(0, len(vals), 3):
-        srcs, ctx, exp = vals[i:i+3]
-        n += 1
-        try:
-            got = env.from_string(srcs).render(**json.loads(json.dumps(json.loads(ctx), sort_keys=True)))
-        except Exception as e:
-            got = 'EXC ' + repr(e)
-        if got != exp:
-            bad += 1; print('MISMATCH', repr(srcs), '\n  py :', repr(got), '\n  c++:', repr(exp))
-print(n, 'cases,', bad, 'mismatches')
-sys.exit(1 if bad else 0)
+        if body[i] != "\\":
+            out += body[i].encode()
+            i += 1
+        elif body[i + 1] == "x":
+            digits = re.match(r"[0-9a-fA-F]+", body[i + 2:]).group(0)
+            out.append(int(digits, 16))
+            i += 2 + len(digits)
+        else:
+            out += SIMPLE_ESCAPES[body[i + 1]]
+            i += 2
+    return out.decode("utf-8")
+
+
+def table_rows(test_body):
+    """(template, context, expected) triples of the run_cases tables in one TEST."""
+    constants = dict(re.findall(r'const char\* (\w+) =\s*R"\((.*?)\)";', test_body, re.S))
+    for table in re.finditer(r"run_cases\(\{(.*?)\}\);", test_body, re.S):
+        strings, previous_was_string = [], False
+        for m in TOKEN.finditer(table.group(1)):
+            raw, cstr, word, _ = m.groups()
+            value = raw if raw is not None else c_unescape(cstr) if cstr is not None else \
+                constants.get(word) if word else None
+            if value is None:
+                previous_was_string = False
+                continue
+            if previous_was_string and cstr is not None:  # adjacent literals concatenate
+                strings[-1] += value
+            else:
+                strings.append(value)
+            previous_was_string = True
+        for i in range(0, len(strings), 3):
+            yield strings[i:i + 3]
+
+
+def main():
+    env = make_env()
+    with open(TEST_FILE, encoding="utf-8") as f:
+        source = f.read()
+    rows = mismatches = 0
+    for test_body in re.split(r"\nTEST\(", source):
+        for template, context, expected in table_rows(test_body):
+            rows += 1
+            try:
+                ctx = json.loads(json.dumps(json.loads(context), sort_keys=True))
+                got = env.from_string(template).render(**ctx)
+            except Exception as e:  # noqa: BLE001 - report any failure as a mismatch
+                got = f"EXCEPTION {e!r}"
+            if got != expected:
+                mismatches += 1
+                print(f"MISMATCH {template!r}\n  jinja2: {got!r}\n  table:  {expected!r}")
+    print(f"{rows} rows, {mismatches} mismatches")
+    sys.exit(1 if mismatches else 0)
+
+
+if __name__ == "__main__":
+    main()
