@@ -1,0 +1,192 @@
+// `lmstack bench prefill|decode|tokenizer`: end-to-end speed, median of repeated runs, with
+// achieved FLOP/s or bytes/s beside this machine's measured limits (doctor). Decode is judged
+// by the bandwidth roofline (bytes read per step ÷ step time), prefill by the f32 FMA peak.
+#include <cstdio>
+#include <random>
+
+#include "lmstack/cli/bench_tokenizer.h"
+#include "lmstack/cli/command.h"
+#include "lmstack/cli/model_session.h"
+#include "lmstack/core/thread_pool.h"
+#include "lmstack/core/timer.h"
+#include "lmstack/model/decoder.h"
+
+namespace lmstack::cli {
+namespace {
+
+struct BenchModelOptions {
+  std::string model, machine;
+  int batch = 1, ctx = 0, threads = 1, repeats = 5, steps = 16;
+  bool json = false;
+};
+
+struct BenchSetup {
+  ModelSession session;
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<model::Decoder> decoder;
+  std::unique_ptr<model::KvCache> cache;
+  int block_size = 16;
+  int blocks_per_seq = 0;
+
+  // Sequence s owns blocks [s * blocks_per_seq, (s + 1) * blocks_per_seq).
+  std::vector<int32_t> blocks_of(int s) const {
+    std::vector<int32_t> b(static_cast<size_t>(blocks_per_seq));
+    for (int i = 0; i < blocks_per_seq; ++i) b[static_cast<size_t>(i)] = s * blocks_per_seq + i;
+    return b;
+  }
+};
+
+BenchSetup make_setup(const BenchModelOptions& o, int tokens_per_seq) {
+  BenchSetup b{load_session(o.model), std::make_unique<ThreadPool>(o.threads), nullptr, nullptr};
+  const model::ModelConfig& c = b.session.model.config;
+  if (tokens_per_seq > c.max_position)
+    throw_error<RequestError>("--ctx {} exceeds the model's {} positions", tokens_per_seq,
+                              c.max_position);
+  b.decoder = std::make_unique<model::Decoder>(c, b.session.model.weights, *b.pool);
+  b.blocks_per_seq = (tokens_per_seq + b.block_size - 1) / b.block_size;
+  b.cache = std::make_unique<model::KvCache>(c, int64_t{b.blocks_per_seq} * o.batch, b.block_size);
+  return b;
+}
+
+std::vector<int32_t> random_tokens(int n, int vocab, std::mt19937& rng) {
+  std::uniform_int_distribution<int32_t> d(0, std::min(vocab, 256) - 1);
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = d(rng);
+  return t;
+}
+
+void print_or_json(bool json, const Json& j, const std::string& line) {
+  if (json)
+    std::printf("%s\n", j.dump(2).c_str());
+  else
+    std::printf("%s\n", line.c_str());
+}
+
+int run_prefill(const BenchModelOptions& o) {
+  const int ctx = o.ctx > 0 ? o.ctx : 512;
+  BenchSetup b = make_setup(o, ctx);
+  const model::ModelConfig& c = b.session.model.config;
+  std::mt19937 rng(1);
+  model::ForwardBatch batch;
+  for (int s = 0; s < o.batch; ++s)
+    batch.add_sequence(random_tokens(ctx, c.vocab_size, rng), 0, b.blocks_of(s), b.block_size,
+                       true);
+  std::vector<float> logits;
+  std::vector<double> times;
+  b.decoder->forward(batch, *b.cache, logits);  // warm-up
+  for (int r = 0; r < o.repeats; ++r) {
+    Timer t;
+    b.decoder->forward(batch, *b.cache, logits);
+    times.push_back(t.seconds());
+  }
+  const double sec = median(times);
+  const double tok_s = static_cast<double>(ctx) * o.batch / sec;
+  const double gflops = forward_flops_per_token(c, ctx / 2.0) * tok_s / 1e9;
+  const MachineReport m = machine_report(o.machine, o.threads);
+  const double peak = m.peak_f32_gflops();
+  print_or_json(
+      o.json,
+      {{"kind", "bench_prefill"},
+       {"batch", o.batch},
+       {"ctx", ctx},
+       {"threads", o.threads},
+       {"median_s", sec},
+       {"tok_s", tok_s},
+       {"gflops", gflops},
+       {"peak_f32_gflops", peak},
+       {"fraction_of_peak", gflops / peak}},
+      fmt::format("prefill {} x {} tokens: {:.1f} tok/s, {:.1f} GFLOP/s = {:.1f}% of the "
+                  "{:.0f} GFLOP/s f32 FMA peak (median of {}, {} threads)",
+                  o.batch, ctx, tok_s, gflops, 100 * gflops / peak, peak, o.repeats, o.threads));
+  return 0;
+}
+
+int run_decode(const BenchModelOptions& o) {
+  const int ctx = o.ctx > 0 ? o.ctx : 128;
+  BenchSetup b = make_setup(o, ctx + o.steps);
+  const model::ModelConfig& c = b.session.model.config;
+  std::mt19937 rng(1);
+  model::ForwardBatch prefill;
+  for (int s = 0; s < o.batch; ++s)
+    prefill.add_sequence(random_tokens(ctx, c.vocab_size, rng), 0, b.blocks_of(s), b.block_size,
+                         true);
+  std::vector<float> logits;
+  b.decoder->forward(prefill, *b.cache, logits);
+  std::vector<double> step_times;
+  for (int step = 0; step < o.steps; ++step) {
+    model::ForwardBatch d;
+    for (int s = 0; s < o.batch; ++s)
+      d.add_sequence(random_tokens(1, c.vocab_size, rng), ctx + step, b.blocks_of(s), b.block_size,
+                     true);
+    Timer t;
+    b.decoder->forward(d, *b.cache, logits);
+    step_times.push_back(t.seconds());
+  }
+  const double sec = median(step_times);
+  const double tok_s = o.batch / sec;
+  const DecodeTraffic traffic =
+      decode_traffic(c, b.session.model.weights, ctx + o.steps / 2.0, o.batch);
+  const double gbs = (traffic.weight_bytes + traffic.kv_bytes) / sec / 1e9;
+  const MachineReport m = machine_report(o.machine, o.threads);
+  const double llc = m.caches.empty() ? 0 : static_cast<double>(m.caches.back().bytes);
+  const bool in_llc = traffic.weight_bytes + traffic.kv_bytes < 0.8 * llc;
+  const double roof = in_llc ? m.llc_read_gbs : m.dram_read_gbs;
+  print_or_json(
+      o.json,
+      {{"kind", "bench_decode"},
+       {"batch", o.batch},
+       {"ctx", ctx},
+       {"threads", o.threads},
+       {"median_step_s", sec},
+       {"tok_s", tok_s},
+       {"weight_bytes", traffic.weight_bytes},
+       {"kv_bytes", traffic.kv_bytes},
+       {"gbs", gbs},
+       {"dram_read_gbs", m.dram_read_gbs},
+       {"llc_read_gbs", m.llc_read_gbs},
+       {"fits_llc", in_llc},
+       {"fraction_of_roofline", gbs / roof}},
+      fmt::format("decode batch {} at ctx {}: {:.2f} tok/s, step {:.2f} ms, reads {:.1f} MB "
+                  "= {:.1f} GB/s = {:.1f}% of {} {:.1f} GB/s (median of {} steps, {} threads)",
+                  o.batch, ctx, tok_s, sec * 1e3, (traffic.weight_bytes + traffic.kv_bytes) / 1e6,
+                  gbs, 100 * gbs / roof, in_llc ? "LLC-resident read" : "DRAM read", roof, o.steps,
+                  o.threads));
+  return 0;
+}
+
+void add_model_bench(CLI::App& bench, const char* name, const char* what,
+                     int (*run)(const BenchModelOptions&), std::shared_ptr<BenchModelOptions> o,
+                     std::function<int()>& runner) {
+  CLI::App* sub = bench.add_subcommand(name, what);
+  add_model_option(*sub, o->model);
+  sub->add_option("--batch", o->batch, "sequences in the batch")->capture_default_str();
+  sub->add_option("--ctx", o->ctx,
+                  "prompt length (prefill: default 512; decode: context, default 128)");
+  sub->add_option("--repeats", o->repeats, "timed prefill runs (median)")->capture_default_str();
+  sub->add_option("--steps", o->steps, "timed decode steps (median)")->capture_default_str();
+  sub->add_option("--machine", o->machine, "doctor --json file (default: cached measurement)");
+  sub->add_flag("--json", o->json, "print JSON");
+  add_threads_option(*sub, o->threads);
+  sub->callback([o, run, &runner] { runner = [o, run] { return run(*o); }; });
+}
+
+std::function<int()> setup(CLI::App& app) {
+  app.require_subcommand(1);
+  auto runner = std::make_shared<std::function<int()>>();
+  add_model_bench(app, "prefill", "prompt processing speed vs the FLOP/s peak", run_prefill,
+                  std::make_shared<BenchModelOptions>(), *runner);
+  add_model_bench(app, "decode", "token generation speed vs the bandwidth roofline", run_decode,
+                  std::make_shared<BenchModelOptions>(), *runner);
+  add_bench_tokenizer(app);  // runs from its own parse callback
+  return [runner] { return *runner ? (*runner)() : 0; };
+}
+
+const RegisterCommand kRegister{
+    {"bench", "end-to-end benchmarks: prefill, decode, tokenizer",
+     "  lmstack bench decode -m DIR --ctx 128\n"
+     "  lmstack bench prefill -m DIR --ctx 512 --json\n"
+     "  lmstack bench tokenizer --tokenizer cl100k_base.tiktoken --file en.txt",
+     setup}};
+
+}  // namespace
+}  // namespace lmstack::cli

@@ -1,0 +1,114 @@
+// Shared model-command plumbing (see model_session.h).
+#include "lmstack/cli/model_session.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "lmstack/core/error.h"
+#include "lmstack/core/file.h"
+#include "lmstack/core/log.h"
+#include "lmstack/core/thread_pool.h"
+#include "lmstack/tokenizer/chat_template.h"
+
+namespace lmstack::cli {
+
+std::string default_model_dir() {
+  if (const char* env = std::getenv("LMSTACK_DEFAULT_MODEL")) return env;
+#ifdef LMSTACK_SOURCE_DIR
+  const std::string in_tree = std::string(LMSTACK_SOURCE_DIR) + "/models/default";
+  if (file_exists(in_tree + "/config.json")) return in_tree;
+#endif
+  return "";
+}
+
+void add_model_option(CLI::App& app, std::string& model_dir) {
+  app.add_option("-m,--model", model_dir,
+                 "Hugging Face model directory (default: the built-in model, if present)");
+}
+
+ModelSession load_session(const std::string& dir_arg) {
+  const std::string dir = dir_arg.empty() ? default_model_dir() : dir_arg;
+  if (dir.empty())
+    throw_error<RequestError>("no --model given and no built-in default model is installed");
+  ModelSession s{model::load_model_dir(dir), tokenizer::Tokenizer::load(dir), {}};
+  for (int id : s.model.config.eos_token_ids) s.eos_ids.push_back(id);
+  const Json& gen = s.model.generation_config;
+  if (gen.is_object() && gen.contains("eos_token_id")) {
+    const Json& e = gen["eos_token_id"];
+    if (e.is_number_integer()) s.eos_ids.push_back(e.get<int32_t>());
+    if (e.is_array())
+      for (const Json& v : e) s.eos_ids.push_back(v.get<int32_t>());
+  }
+  if (auto id = s.tokenizer.eos_id()) s.eos_ids.push_back(*id);
+  std::sort(s.eos_ids.begin(), s.eos_ids.end());
+  s.eos_ids.erase(std::unique(s.eos_ids.begin(), s.eos_ids.end()), s.eos_ids.end());
+  return s;
+}
+
+std::vector<int32_t> encode_prompt(const ModelSession& s, const std::string& text, bool chat) {
+  using tokenizer::SpecialMode;
+  if (!chat) {
+    std::vector<int32_t> ids;
+    if (s.tokenizer.add_bos_token())
+      if (auto bos = s.tokenizer.bos_id()) ids.push_back(*bos);
+    const auto body = s.tokenizer.encode(text, SpecialMode::kAllow);
+    ids.insert(ids.end(), body.begin(), body.end());
+    return ids;
+  }
+  if (s.tokenizer.chat_template().empty())
+    throw_error<ConfigError>("{}: the model has no chat_template (tokenizer_config.json)",
+                             s.model.path);
+  const auto tmpl = tokenizer::ChatTemplate::parse(s.tokenizer.chat_template());
+  const Json messages = Json::array({{{"role", "user"}, {"content", text}}});
+  const std::string rendered = tokenizer::render_chat(tmpl, messages, true, s.tokenizer.bos_token(),
+                                                      s.tokenizer.eos_token());
+  // The template already wrote BOS where the model wants it.
+  return s.tokenizer.encode(rendered, SpecialMode::kAllow);
+}
+
+MachineReport machine_report(const std::string& machine_file, int threads) {
+  if (!machine_file.empty())
+    return machine_report_from_json(read_json_file(machine_file), machine_file);
+  const char* home = std::getenv("HOME");
+  const std::string cache_dir = std::string(home ? home : "/tmp") + "/.cache/lmstack";
+  const std::string cache = cache_dir + "/doctor.json";
+  if (file_exists(cache)) {
+    try {
+      return machine_report_from_json(read_json_file(cache), cache);
+    } catch (const Error& e) {
+      log_warn("ignoring {}: {}", cache, e.what());
+    }
+  }
+  log_info("measuring this machine once (lmstack doctor --quick), cached in {}", cache);
+  ThreadPool pool(threads);
+  const MachineReport r = probe_machine(pool, ProbeOptions{.quick = true});
+  try {
+    make_directories(cache_dir);
+    write_file_atomic(cache, machine_report_to_json(r).dump(2));
+  } catch (const Error& e) {
+    log_warn("could not cache the machine report: {}", e.what());
+  }
+  return r;
+}
+
+DecodeTraffic decode_traffic(const model::ModelConfig& c, const model::ModelWeights& w,
+                             double context, double batch) {
+  DecodeTraffic t;
+  // All weights except the embedding table (only B rows of it are read), unless it doubles
+  // as the lm_head (tied), which reads it whole.
+  t.weight_bytes = static_cast<double>(w.bytes());
+  if (!c.tie_word_embeddings) t.weight_bytes -= static_cast<double>(w.embed.nbytes());
+  if (w.pos_embed.defined()) t.weight_bytes -= static_cast<double>(w.pos_embed.nbytes());
+  t.kv_bytes = 2.0 * c.num_layers * c.kv_dim() * sizeof(float) * context * batch;
+  return t;
+}
+
+double forward_flops_per_token(const model::ModelConfig& c, double context) {
+  const double C = c.hidden_size, F = c.intermediate_size;
+  const double attn_mats = C * c.q_dim() * 2 + C * c.kv_dim() * 2;
+  const double mlp_mats = (c.mlp == model::MlpKind::kSwiGlu ? 3 : 2) * C * F;
+  const double matmul_params = c.num_layers * (attn_mats + mlp_mats) + C * c.vocab_size;
+  return 2 * matmul_params + 4.0 * c.num_layers * c.q_dim() * context;
+}
+
+}  // namespace lmstack::cli

@@ -1,0 +1,52 @@
+// What the model commands (generate, chat, perplexity, bench) share: resolving --model (or
+// the built-in default), loading weights + tokenizer, the EOS ids, the chat prompt, this
+// machine's measured limits, and the prediction/measurement summary they print at the end.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "lmstack/core/machine_probe.h"
+#include "lmstack/model/model_dir.h"
+#include "lmstack/tokenizer/tokenizer.h"
+
+namespace lmstack::cli {
+
+struct ModelSession {
+  model::ModelDir model;
+  tokenizer::Tokenizer tokenizer;
+  std::vector<int32_t> eos_ids;  // config + generation_config + tokenizer eos, deduplicated
+};
+
+// The directory of the built-in default model, or "" when there is none.
+std::string default_model_dir();
+// Loads DIR (or the default model when DIR is empty; RequestError if there is none).
+ModelSession load_session(const std::string& dir);
+
+// Prompt tokens for `text`: through the chat template as one user message when `chat`
+// (ConfigError if the model has no template), with BOS prepended when the tokenizer asks.
+std::vector<int32_t> encode_prompt(const ModelSession& s, const std::string& text, bool chat);
+
+// This machine's doctor report: the file given, else ~/.cache/lmstack/doctor.json, else a
+// quick probe (saved to that cache for next time).
+MachineReport machine_report(const std::string& machine_file, int threads);
+
+// Bytes a decode step reads: every weight matrix once (tied embeddings once) plus the KV of
+// `context` tokens per sequence.
+struct DecodeTraffic {
+  double weight_bytes = 0;
+  double kv_bytes = 0;
+};
+DecodeTraffic decode_traffic(const model::ModelConfig& c, const model::ModelWeights& w,
+                             double context, double batch);
+// Forward FLOPs per token at context `context`: 2 × matmul parameters + 4 × L × C_attn × ctx
+// (QKᵀ and PV; the PaLM convention without the 1/2 for causality).
+double forward_flops_per_token(const model::ModelConfig& c, double context);
+
+void add_model_option(CLI::App& app, std::string& model_dir);
+
+}  // namespace lmstack::cli
