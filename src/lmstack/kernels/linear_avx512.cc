@@ -1,4 +1,4 @@
-// AVX-512 GEMV for decode: y[r, j] = x[r, :] · w[j, :] for a few rows r (M <= 4 per pass).
+// AVX-512 GEMV for decode: y[r, j] = x[r, :] · w[j, :] for a few rows r (M <= 6 per pass).
 // Bandwidth-bound, so the design is about the weight stream: a block of R = 4 consecutive
 // weight rows (one contiguous run of 4K elements) is read once, 16 elements per step,
 // widened to f32 in registers (bf16: zero-extend and shift left 16; f16: vcvtph2ps) and
