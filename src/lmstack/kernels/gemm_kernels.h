@@ -18,7 +18,8 @@ enum class WeightType : int { kF32 = 0, kBF16 = 1, kF16 = 2 };
 
 // ---- GEMV (decode): y[r, j] for j in [n_begin, n_end), r < m ----------------------------
 // y[r * ldy + j] = sum_i x[r * k + i] * w[j * k + i] (+ bias[j]) (+ y[r * ldy + j] if
-// accumulate). Streams each weight row once for all m rows (up to 6 rows per pass over a row block).
+// accumulate). Streams each weight row once for all m rows (up to 6 rows per pass over a row
+// block).
 void gemv_avx512(WeightType wt, const void* w, int64_t k, int64_t n_begin, int64_t n_end,
                  const float* x, int64_t m, float* y, int64_t ldy, const float* bias,
                  bool accumulate);
