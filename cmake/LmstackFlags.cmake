@@ -5,7 +5,7 @@ set(LMSTACK_BASE_ARCH_FLAGS -march=x86-64-v3 -mtune=generic)
 set(LMSTACK_AVX512_FLAGS -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16
     -mavx512vnni -mavx512fp16
     # GCC 12 warns inside its own avx512fintrin.h (_mm512_undefined_*): a false positive.
-    -Wno-uninitialized)
+    -Wno-uninitialized -Wno-maybe-uninitialized)
 set(LMSTACK_AMX_FLAGS ${LMSTACK_AVX512_FLAGS} -mamx-tile -mamx-bf16 -mamx-int8)
 
 function(lmstack_apply_flags target)
