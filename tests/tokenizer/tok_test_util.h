@@ -26,10 +26,11 @@ inline std::string peers_dir() {
   return is_directory(p) ? p : "";
 }
 
-#define LMSTACK_REQUIRE_PEERS(dir)                                                        \
-  const std::string dir = ::lmstack::tokenizer::test::peers_dir();                      \
-  if (dir.empty()) GTEST_SKIP() << "../shared/peers/tokenizers is absent (clean clone): " \
-                                   "the corpus and the Llama 3 vocabulary are not in the repository"
+#define LMSTACK_REQUIRE_PEERS(dir)                                       \
+  const std::string dir = ::lmstack::tokenizer::test::peers_dir();       \
+  if (dir.empty())                                                       \
+  GTEST_SKIP() << "../shared/peers/tokenizers is absent (clean clone): " \
+                  "the corpus and the Llama 3 vocabulary are not in the repository"
 
 // Loads each encoding once per process: "gpt2" (encoder.json + vocab.bpe), "r50k_base",
 // "cl100k_base", "o200k_base" from tests/data; "llama3" from shared (caller checks).
@@ -82,8 +83,8 @@ inline std::vector<std::string> split_lines(const std::string& text) {
 inline std::string fnv64(const std::vector<int32_t>& ids) {
   uint64_t h = 0xCBF29CE484222325ull;
   for (int32_t id : ids)
-    for (int k = 0; k < 4; ++k) h = (h ^ ((static_cast<uint32_t>(id) >> (8 * k)) & 0xFF)) *
-                                    0x100000001B3ull;
+    for (int k = 0; k < 4; ++k)
+      h = (h ^ ((static_cast<uint32_t>(id) >> (8 * k)) & 0xFF)) * 0x100000001B3ull;
   char buf[17];
   std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
   return buf;

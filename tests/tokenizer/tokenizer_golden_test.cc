@@ -99,8 +99,8 @@ void check_corpus(const std::string& encoding, const std::string& peers) {
   std::vector<std::vector<int32_t>> ids(texts.size());
   pool.parallel_for(static_cast<int64_t>(texts.size()), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i)
-      ids[i] = tok.encode(texts[i], rows[i].name == "edge.allow" ? SpecialMode::kAllow
-                                                                 : SpecialMode::kAsText);
+      ids[i] = tok.encode(
+          texts[i], rows[i].name == "edge.allow" ? SpecialMode::kAllow : SpecialMode::kAsText);
   });
   for (size_t i = 0; i < rows.size(); ++i) {
     EXPECT_EQ(texts[i].size(), rows[i].bytes) << rows[i].name << ": corpus file changed";

@@ -180,9 +180,7 @@ void BpeModel::merge(std::string_view piece, std::vector<Part>& parts, bool forc
   struct Item {
     int32_t rank;
     int left, right;
-    bool operator>(const Item& o) const {
-      return rank != o.rank ? rank > o.rank : left > o.left;
-    }
+    bool operator>(const Item& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
   };
   std::priority_queue<Item, std::vector<Item>, std::greater<Item>> heap;
   const auto refresh = [&](int k) {

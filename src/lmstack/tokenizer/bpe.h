@@ -31,11 +31,11 @@ enum class MergeRule { kByRank, kByMergeList };
 
 struct BpeOptions {
   MergeRule rule = MergeRule::kByRank;
-  bool whole_piece_first = true;    // a piece that is a token is that token
-  bool char_symbols = false;        // initial parts are UTF-8 characters, not bytes
-  bool byte_fallback = false;       // unknown characters become <0xNN> tokens
-  std::optional<int32_t> unk_id;    // for characters with no token
-  bool fuse_unk = false;            // consecutive unknowns become one unk
+  bool whole_piece_first = true;  // a piece that is a token is that token
+  bool char_symbols = false;      // initial parts are UTF-8 characters, not bytes
+  bool byte_fallback = false;     // unknown characters become <0xNN> tokens
+  std::optional<int32_t> unk_id;  // for characters with no token
+  bool fuse_unk = false;          // consecutive unknowns become one unk
 };
 
 class BpeModel {
@@ -78,8 +78,8 @@ class BpeModel {
              const Lookup& lookup, std::vector<int32_t>& out) const;
 
   BpeOptions options_;
-  BytesIndex index_;               // symbol -> id
-  PairTable pairs_;                // (left, right) -> (rank, merged), kByMergeList
+  BytesIndex index_;  // symbol -> id
+  PairTable pairs_;   // (left, right) -> (rank, merged), kByMergeList
   std::vector<std::pair<uint32_t, uint32_t>> symbol_span_;  // by id: (offset, length + 1), 0 = none
   std::string symbols_;
   int32_t byte_ids_[256];

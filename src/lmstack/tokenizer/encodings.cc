@@ -8,9 +8,11 @@ namespace {
 
 // Llama 3: <|begin_of_text|> = 128000 ... 256 special tokens, most of them reserved.
 std::vector<std::pair<std::string, int32_t>> llama3_specials() {
-  std::vector<std::pair<std::string, int32_t>> s = {
-      {"<|begin_of_text|>", 128000}, {"<|end_of_text|>", 128001},
-      {"<|start_header_id|>", 128006}, {"<|end_header_id|>", 128007}, {"<|eot_id|>", 128009}};
+  std::vector<std::pair<std::string, int32_t>> s = {{"<|begin_of_text|>", 128000},
+                                                    {"<|end_of_text|>", 128001},
+                                                    {"<|start_header_id|>", 128006},
+                                                    {"<|end_header_id|>", 128007},
+                                                    {"<|eot_id|>", 128009}};
   int reserved = 0;
   for (int32_t id = 128002; id < 128256; ++id) {
     if (id == 128006 || id == 128007 || id == 128009) continue;
@@ -22,7 +24,11 @@ std::vector<std::pair<std::string, int32_t>> llama3_specials() {
 const std::vector<EncodingPreset>& presets() {
   static const std::vector<EncodingPreset> p = {
       {"gpt2", {ScannerKind::kGpt2, 0}, {{"<|endoftext|>", 50256}}, "", "<|endoftext|>", false},
-      {"r50k_base", {ScannerKind::kGpt2, 0}, {{"<|endoftext|>", 50256}}, "", "<|endoftext|>",
+      {"r50k_base",
+       {ScannerKind::kGpt2, 0},
+       {{"<|endoftext|>", 50256}},
+       "",
+       "<|endoftext|>",
        false},
       {"cl100k_base",
        {ScannerKind::kCl100k, 3},
@@ -40,8 +46,12 @@ const std::vector<EncodingPreset>& presets() {
        "",
        "<|endoftext|>",
        false},
-      {"llama3", {ScannerKind::kCl100k, 3}, llama3_specials(), "<|begin_of_text|>",
-       "<|end_of_text|>", true},
+      {"llama3",
+       {ScannerKind::kCl100k, 3},
+       llama3_specials(),
+       "<|begin_of_text|>",
+       "<|end_of_text|>",
+       true},
   };
   return p;
 }

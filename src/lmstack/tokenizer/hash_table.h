@@ -57,8 +57,8 @@ class BytesIndex {
       if ((slots_[i] >> 32) == (h >> 32) && view(r) == key) return false;
       i = (i + 1) & mask_;
     }
-    records_.push_back({static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(key.size()),
-                        value});
+    records_.push_back(
+        {static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(key.size()), value});
     arena_.append(key);
     slots_[i] = (h & 0xFFFFFFFF00000000ull) | records_.size();
     return true;

@@ -52,8 +52,10 @@ std::string encoding_for(const std::string& path, const std::string& hint) {
 std::shared_ptr<TokenizerImpl> load_rank_file(const std::string& path, const std::string& hint) {
   const std::string data = read_file(path);
   if (!data.empty() && data.find('\n') > 4096)  // a SentencePiece protobuf, not tiktoken text
-    throw_error<FormatError>("{}: not a tiktoken rank file (a SentencePiece .model? load the "
-                             "model's tokenizer.json instead)", path);
+    throw_error<FormatError>(
+        "{}: not a tiktoken rank file (a SentencePiece .model? load the "
+        "model's tokenizer.json instead)",
+        path);
   return build_tiktoken(data, encoding_for(path, hint), path);
 }
 
@@ -69,9 +71,10 @@ std::shared_ptr<TokenizerImpl> load_directory(const std::string& dir, const std:
   for (const char* sub : {"original/tokenizer.model"})
     if (file_exists(path_join(dir, sub))) rank_files.push_back(path_join(dir, sub));
   if (rank_files.size() == 1) return load_rank_file(rank_files[0], hint);
-  throw_error<IoError>("{}: {} (looked for tokenizer.json, encoder.json + vocab.bpe, "
-                       "tokenizer.model, *.tiktoken)", dir,
-                       rank_files.empty() ? "no tokenizer found" : "several rank files");
+  throw_error<IoError>(
+      "{}: {} (looked for tokenizer.json, encoder.json + vocab.bpe, "
+      "tokenizer.model, *.tiktoken)",
+      dir, rank_files.empty() ? "no tokenizer found" : "several rank files");
 }
 
 }  // namespace

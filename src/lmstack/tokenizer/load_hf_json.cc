@@ -71,15 +71,21 @@ void parse_pre_tokenizer(const Json& j, const std::string& where,
     s.replacement = j.value("replacement", s.replacement);
     std::string scheme = j.value("prepend_scheme", "");
     if (scheme.empty()) scheme = j.value("add_prefix_space", true) ? "always" : "never";
-    if (scheme == "always") s.prepend = PreTokenizerStep::Prepend::kAlways;
-    else if (scheme == "first") s.prepend = PreTokenizerStep::Prepend::kFirst;
-    else if (scheme == "never") s.prepend = PreTokenizerStep::Prepend::kNever;
-    else throw_error<ConfigError>("{}: unknown prepend_scheme '{}'", where, scheme);
+    if (scheme == "always")
+      s.prepend = PreTokenizerStep::Prepend::kAlways;
+    else if (scheme == "first")
+      s.prepend = PreTokenizerStep::Prepend::kFirst;
+    else if (scheme == "never")
+      s.prepend = PreTokenizerStep::Prepend::kNever;
+    else
+      throw_error<ConfigError>("{}: unknown prepend_scheme '{}'", where, scheme);
     s.split = j.value("split", true);
     steps.push_back(std::move(s));
   } else {
-    throw_error<ConfigError>("{}: pre-tokenizer '{}' is not supported (supported: Sequence, "
-                             "Split, ByteLevel, Digits, Metaspace)", where, type);
+    throw_error<ConfigError>(
+        "{}: pre-tokenizer '{}' is not supported (supported: Sequence, "
+        "Split, ByteLevel, Digits, Metaspace)",
+        where, type);
   }
 }
 
@@ -95,10 +101,13 @@ void parse_normalizer(const Json& j, const std::string& where, std::vector<Norma
   } else if (type == "Replace") {
     const auto [is_regex, text] = pattern_of(j, where);
     if (is_regex) throw_error<ConfigError>("{}: Replace with a Regex is not supported", where);
-    out.push_back({NormalizerStep::Kind::kReplace, text, require<std::string>(j, "content", where)});
+    out.push_back(
+        {NormalizerStep::Kind::kReplace, text, require<std::string>(j, "content", where)});
   } else {
-    throw_error<ConfigError>("{}: normalizer '{}' is not supported (supported: Sequence, "
-                             "Prepend, Replace)", where, type);
+    throw_error<ConfigError>(
+        "{}: normalizer '{}' is not supported (supported: Sequence, "
+        "Prepend, Replace)",
+        where, type);
   }
 }
 
@@ -121,8 +130,8 @@ void parse_decoder(const Json& j, const std::string& where, TokenizerImpl& t) {
     t.decode_strip_leading_spaces = j.value("start", 0);
   } else if (type == "Metaspace") {
     t.decode_replacements.emplace_back(j.value("replacement", "\xE2\x96\x81"), " ");
-    const bool prepends = j.value("prepend_scheme", "always") != "never" &&
-                          j.value("add_prefix_space", true);
+    const bool prepends =
+        j.value("prepend_scheme", "always") != "never" && j.value("add_prefix_space", true);
     t.decode_strip_leading_spaces = prepends ? 1 : 0;
   } else if (type != "ByteLevel" && type != "Fuse") {
     throw_error<ConfigError>("{}: decoder '{}' is not supported", where, type);
@@ -188,8 +197,11 @@ void parse_bpe_model(const Json& model, const std::string& src, TokenizerImpl& t
     const auto l = vocab_id(vocab, left), r = vocab_id(vocab, right);
     const auto m = vocab_id(vocab, left + right);
     if (!l || !r || !m)
-      throw_error<FormatError>("{}.merges[{}]: '{}' + '{}' -> '{}': not in the vocabulary", where,
-                               i, left, right, !l ? left : !r ? right : left + right);
+      throw_error<FormatError>("{}.merges[{}]: '{} {}': '{}' is not in the vocabulary", where, i,
+                               left, right,
+                               !l   ? left
+                               : !r ? right
+                                    : left + right);
     t.bpe.add_merge(*l, *r, *m);
   }
   BpeOptions o;
@@ -217,7 +229,8 @@ std::shared_ptr<TokenizerImpl> build_hf_json(std::string_view text, const std::s
   parse_decoder(j.value("decoder", Json()), src + ": decoder", *t);
   const Json& decoder = j.value("decoder", Json());
   t->byte_level = decoder.is_object() && decoder.value("type", "") == "ByteLevel";
-  for (const PreTokenizerStep& s : steps) t->byte_level |= s.kind == PreTokenizerStep::Kind::kByteLevel;
+  for (const PreTokenizerStep& s : steps)
+    t->byte_level |= s.kind == PreTokenizerStep::Kind::kByteLevel;
   t->pipeline = TextPipeline(std::move(normalizer), std::move(steps));
   parse_bpe_model(j.value("model", Json()), src, *t);
   const Json& added = j.value("added_tokens", Json::array());

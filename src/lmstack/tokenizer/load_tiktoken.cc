@@ -110,8 +110,8 @@ std::shared_ptr<TokenizerImpl> build_tiktoken(std::string_view data, const std::
   return t;
 }
 
-std::shared_ptr<TokenizerImpl> build_gpt2(std::string_view encoder_json,
-                                          std::string_view vocab_bpe, const std::string& source) {
+std::shared_ptr<TokenizerImpl> build_gpt2(std::string_view encoder_json, std::string_view vocab_bpe,
+                                          const std::string& source) {
   const EncodingPreset& preset = require_encoding("gpt2", source);
   const std::string enc_src = source + "/encoder.json", bpe_src = source + "/vocab.bpe";
   const Json j = parse_json(std::string(encoder_json), enc_src);
@@ -126,8 +126,10 @@ std::shared_ptr<TokenizerImpl> build_gpt2(std::string_view encoder_json,
     if (special) continue;
     const auto bytes = byte_level_decode(key);
     if (!bytes)
-      throw_error<FormatError>("{}: token '{}' (id {}) uses characters outside GPT-2's byte "
-                               "alphabet", enc_src, key, id);
+      throw_error<FormatError>(
+          "{}: token '{}' (id {}) uses characters outside GPT-2's byte "
+          "alphabet",
+          enc_src, key, id);
     t->bpe.add_token(id, *bytes, enc_src);
   }
   // vocab.bpe: "#version" line, then merge i = "left right" must create token 256 + i.
@@ -149,13 +151,14 @@ std::shared_ptr<TokenizerImpl> build_gpt2(std::string_view encoder_json,
     const auto id = t->bpe.find(*left + *right);
     const int32_t expected = static_cast<int32_t>(256 + merge++);
     if (!id || *id != expected)
-      throw_error<FormatError>("{}:{}: merge '{}' should create token {} of encoder.json, "
-                               "found {}", bpe_src, line_no, line, expected,
-                               id ? std::to_string(*id) : "no token");
+      throw_error<FormatError>(
+          "{}:{}: merge '{}' should create token {} of encoder.json, "
+          "found {}",
+          bpe_src, line_no, line, expected, id ? std::to_string(*id) : "no token");
   }
   if (merge + 256 != t->bpe.num_tokens())
-    throw_error<FormatError>("{}: {} merges for {} tokens in encoder.json (expected {})",
-                             bpe_src, merge, t->bpe.num_tokens(), t->bpe.num_tokens() - 256);
+    throw_error<FormatError>("{}: {} merges for {} tokens in encoder.json (expected {})", bpe_src,
+                             merge, t->bpe.num_tokens(), t->bpe.num_tokens() - 256);
   apply_preset(*t, preset, source);
   return t;
 }

@@ -181,15 +181,15 @@ Tokenizer::IncrementalDecoder Tokenizer::incremental_decoder() const {
 std::string Tokenizer::IncrementalDecoder::push(int32_t id) {
   std::string_view bytes = tok_.impl_->bytes_of(id);
   if (!started_) {
-    for (int k = 0; k < tok_.impl_->decode_strip_leading_spaces && !bytes.empty() &&
-                    bytes[0] == ' ';
-         ++k)
+    for (int k = 0;
+         k < tok_.impl_->decode_strip_leading_spaces && !bytes.empty() && bytes[0] == ' '; ++k)
       bytes.remove_prefix(1);
     started_ = !bytes.empty();
   }
   pending_ += bytes;
   const size_t keep = incomplete_utf8_suffix(pending_);  // may still become a character
-  std::string out = replace_invalid_utf8(std::string_view(pending_).substr(0, pending_.size() - keep));
+  std::string out =
+      replace_invalid_utf8(std::string_view(pending_).substr(0, pending_.size() - keep));
   pending_.erase(0, pending_.size() - keep);
   return out;
 }

@@ -60,8 +60,7 @@ struct TokenizerImpl {
   void finalize();
   std::optional<AddedMatch> find_added(std::string_view text, size_t from,
                                        bool include_special) const;
-  void encode_ordinary(std::string_view text, bool at_input_start,
-                       std::vector<int32_t>& out) const;
+  void encode_ordinary(std::string_view text, bool at_input_start, std::vector<int32_t>& out) const;
   // Checks the id and returns its decoded bytes (no leading-space strip).
   std::string_view bytes_of(int32_t id) const;
 };
@@ -70,8 +69,8 @@ struct TokenizerImpl {
 std::shared_ptr<TokenizerImpl> build_tiktoken(std::string_view rank_file,
                                               const std::string& encoding,
                                               const std::string& source);
-std::shared_ptr<TokenizerImpl> build_gpt2(std::string_view encoder_json,
-                                          std::string_view vocab_bpe, const std::string& source);
+std::shared_ptr<TokenizerImpl> build_gpt2(std::string_view encoder_json, std::string_view vocab_bpe,
+                                          const std::string& source);
 std::shared_ptr<TokenizerImpl> build_hf_json(std::string_view tokenizer_json,
                                              const std::string& source);
 

@@ -1,0 +1,124 @@
+// `lmstack tokenize`, `lmstack train-tokenizer` and `lmstack bench tokenizer`, end to end.
+// The first two run the built binary; bench's subcommand is attached to a local CLI::App
+// through add_bench_tokenizer() (the `bench` command itself lives in cmd_bench.cc).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "lmstack/cli/bench_tokenizer.h"
+#include "lmstack/core/json.h"
+#include "tok_test_util.h"
+
+namespace lmstack::tokenizer {
+namespace {
+
+using test::data_path;
+
+int lmstack(const std::string& args, std::string* out) {
+  return lmstack::test::run_command(lmstack::test::lmstack_binary() + " " + args, out);
+}
+
+std::string cl100k() { return "--tokenizer " + data_path("cl100k_base.tiktoken"); }
+
+TEST(Cli, TokenizeFormats) {
+  std::string out;
+  ASSERT_EQ(lmstack("tokenize " + cl100k() + " --text 'Hello world'", &out), 0) << out;
+  EXPECT_EQ(out, "9906 1917\n");
+  ASSERT_EQ(lmstack("tokenize " + cl100k() + " --text 'Hello world' --format tokens", &out), 0);
+  EXPECT_EQ(out, "\"Hello\" \" world\"\n");
+  ASSERT_EQ(lmstack("tokenize " + cl100k() + " --text 'Hello world' --format count", &out), 0);
+  EXPECT_EQ(out, "2\n");
+  ASSERT_EQ(lmstack("tokenize --tokenizer " + data_path("gpt2") + " --text 'Hello world'", &out),
+            0);
+  EXPECT_EQ(out, "15496 995\n");
+}
+
+TEST(Cli, TokenizeLinesStatsAndJson) {
+  const std::string dir = lmstack::test::temp_dir("cli_tok");
+  const std::string f = dir + "/in.txt";
+  write_file_atomic(f, "one two\n\xE4\xB8\xAD\xE6\x96\x87\n");
+  std::string out;
+  ASSERT_EQ(lmstack("tokenize " + cl100k() + " --file " + f + " --lines", &out), 0) << out;
+  EXPECT_EQ(test::split_lines(out).size(), 2u);
+  ASSERT_EQ(lmstack("tokenize " + cl100k() + " --file " + f + " --stats --json", &out), 0);
+  const Json j = parse_json(out, "out");
+  EXPECT_EQ(j["stats"]["words"], 3);
+  EXPECT_EQ(j["stats"]["cjk_chars"], 2);
+  EXPECT_EQ(j["stats"]["bytes"], 15);
+  EXPECT_EQ(j["ids"].size(), j["tokens"].get<size_t>());
+  ASSERT_EQ(lmstack("tokenize " + cl100k() + " --file " + f + " --stats", &out), 0);
+  EXPECT_NE(out.find("tokens/CJK char"), std::string::npos) << out;
+}
+
+TEST(Cli, TokenizeSpecialModes) {
+  std::string out;
+  EXPECT_EQ(lmstack("tokenize " + cl100k() + " --text 'a<|endoftext|>'", &out), 1);
+  EXPECT_NE(out.find("special token '<|endoftext|>' at byte 1"), std::string::npos) << out;
+  ASSERT_EQ(lmstack("tokenize " + cl100k() + " --text 'a<|endoftext|>' --special allow", &out), 0);
+  EXPECT_EQ(out, "64 100257\n");
+  ASSERT_EQ(lmstack("tokenize " + cl100k() + " --text 'a<|endoftext|>' --special text", &out), 0);
+  EXPECT_EQ(out.find("100257"), std::string::npos);
+}
+
+TEST(Cli, TokenizeInvalidUtf8FileIsEncodedAsBytes) {
+  const std::string dir = lmstack::test::temp_dir("cli_bad");
+  const std::string f = dir + "/bad.bin";
+  const std::string bytes = "caf\xE9 \xFF\xFE ok\n";
+  write_file_atomic(f, bytes);
+  std::string out;
+  ASSERT_EQ(lmstack("tokenize " + cl100k() + " --file " + f + " --json", &out), 0) << out;
+  EXPECT_NE(out.find("3 invalid UTF-8 byte(s), the first at byte 3"), std::string::npos) << out;
+  const Json j = parse_json(out.substr(out.find('{')), "out");
+  const auto ids = j["ids"].get<std::vector<int32_t>>();
+  EXPECT_EQ(test::cached("cl100k_base").decode(ids), bytes);
+}
+
+TEST(Cli, TrainTokenizerThenTokenize) {
+  const std::string dir = lmstack::test::temp_dir("cli_train");
+  std::string out;
+  ASSERT_EQ(lmstack("train-tokenizer --input " + data_path("fuzz_cases.txt") +
+                        " --vocab-size 600 --pattern o200k --special '<|endoftext|>,<|x|>' --out " +
+                        dir + "/t.json",
+                    &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("vocabulary   600 tokens"), std::string::npos) << out;
+  ASSERT_EQ(
+      lmstack("tokenize --tokenizer " + dir + "/t.json --text 'a<|x|>' --special allow", &out), 0)
+      << out;
+  EXPECT_EQ(out, "97 599\n");
+  EXPECT_NE(lmstack("train-tokenizer --input " + dir + "/missing.txt --vocab-size 300 --out " +
+                        dir + "/u.json",
+                    &out),
+            0);
+  EXPECT_NE(out.find("missing.txt"), std::string::npos) << out;
+}
+
+TEST(Cli, BenchTokenizer) {
+  CLI::App app("test");
+  CLI::App* bench = app.add_subcommand("bench");
+  cli::add_bench_tokenizer(*bench);
+  const std::string dir = lmstack::test::temp_dir("cli_bench");
+  const std::string json = dir + "/out.json";
+  const std::string args = "bench tokenizer --tokenizer " + data_path("o200k_base.tiktoken") +
+                           " --file " + data_path("fuzz_cases.txt") +
+                           " --threads 2 --runs 2 --json";
+  std::vector<std::string> argv_s = {"test"};
+  for (size_t pos = 0; pos < args.size();) {
+    const size_t sp = std::min(args.find(' ', pos), args.size());
+    argv_s.push_back(args.substr(pos, sp - pos));
+    pos = sp + 1;
+  }
+  std::vector<char*> argv;
+  for (auto& s : argv_s) argv.push_back(s.data());
+  ::testing::internal::CaptureStdout();
+  app.parse(static_cast<int>(argv.size()), argv.data());
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  const Json j = parse_json(out, "bench output");
+  EXPECT_GT(j["mb_s"].get<double>(), 0);
+  EXPECT_GT(j["batch"]["mb_s"].get<double>(), 0);
+  EXPECT_EQ(j["tokens"], 7096) << "o200k tokens of fuzz_cases.txt as one text";
+}
+
+}  // namespace
+}  // namespace lmstack::tokenizer
