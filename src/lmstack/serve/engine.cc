@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <future>
+#include <numeric>
 
 #include "lmstack/core/error.h"
 #include "lmstack/core/log.h"
@@ -335,6 +336,19 @@ void Engine::loop() {
     finish_request(*req, false, "the server is shutting down");
   }
   requests_.clear();
+}
+
+void Engine::warmup() {
+  LMSTACK_CHECK(!thread_.joinable() && requests_.empty(), "warmup() on a busy engine");
+  const int64_t tokens =
+      std::min<int64_t>({options_.scheduler.max_batch_tokens,
+                         blocks_.num_blocks() * options_.block_size, max_context_});
+  std::vector<int32_t> table(static_cast<size_t>(blocks_.blocks_for_tokens(tokens)));
+  std::iota(table.begin(), table.end(), 0);  // nobody holds a block yet
+  model::ForwardBatch batch;
+  batch.add_sequence(std::vector<int32_t>(static_cast<size_t>(tokens), 0), 0, table,
+                     options_.block_size, true);
+  decoder_.forward(batch, kv_, logits_);
 }
 
 void Engine::start() {

@@ -71,6 +71,9 @@ class Engine {
   bool step();
   // Steps until every submitted request has finished (tests, offline use).
   void run_until_idle();
+  // One forward of a full token budget into free blocks, so the activation scratch is
+  // allocated (and counted in the memory ledger) before serving. Before start() only.
+  void warmup();
 
   Metrics& metrics() { return metrics_; }
   const model::ModelConfig& config() const { return config_; }

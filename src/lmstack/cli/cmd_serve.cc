@@ -1,0 +1,235 @@
+// `lmstack serve`: the OpenAI-compatible server over the serving engine (src/lmstack/serve/).
+// Sizes the paged KV pool from --kv-memory or --kv-fraction, prints the pool and memory
+// ledger beside calc's prediction (--dry-run stops there), then serves until SIGINT/SIGTERM.
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "lmstack/calc/model_shape.h"
+#include "lmstack/calc/predict.h"
+#include "lmstack/cli/command.h"
+#include "lmstack/cli/model_session.h"
+#include "lmstack/core/error.h"
+#include "lmstack/core/file.h"
+#include "lmstack/core/memory.h"
+#include "lmstack/core/thread_pool.h"
+#include "lmstack/serve/http_server.h"
+
+namespace lmstack::cli {
+namespace {
+
+struct ServeOptions {
+  std::string model, served_name, api_key, kv_memory, chat_template_file;
+  std::string host = "127.0.0.1";
+  int port = 8080, threads = 1, max_batch_tokens = 512, max_num_seqs = 256, block_size = 16;
+  int max_queue = 1024, max_model_len = 0, http_threads = 256;
+  double kv_fraction = 0;
+  bool no_prefix_cache = false, dry_run = false;
+};
+
+// "4096", "512MiB", "2G", "1.5GB" → bytes (K/M/G are binary, KB/MB/GB decimal).
+int64_t parse_bytes(const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw_error<RequestError>("--kv-memory: '{}' is not a size (e.g. 512MiB, 2G)", text);
+  }
+  const std::string unit = text.substr(used);
+  double scale = 0;
+  for (const auto& [name, s] :
+       std::initializer_list<std::pair<const char*, double>>{{"", 1},
+                                                             {"B", 1},
+                                                             {"K", 1024.0},
+                                                             {"KiB", 1024.0},
+                                                             {"KB", 1e3},
+                                                             {"M", 1048576.0},
+                                                             {"MiB", 1048576.0},
+                                                             {"MB", 1e6},
+                                                             {"G", 1073741824.0},
+                                                             {"GiB", 1073741824.0},
+                                                             {"GB", 1e9}})
+    if (unit == name) scale = s;
+  if (scale == 0 || value <= 0)
+    throw_error<RequestError>("--kv-memory: '{}' is not a positive size (e.g. 512MiB, 2G)", text);
+  return static_cast<int64_t>(value * scale);
+}
+
+// MemAvailable from /proc/meminfo, in bytes (0 when unknown).
+int64_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
+}
+
+// KV bytes: --kv-memory, else --kv-fraction of available memory, else room for 64 full
+// contexts capped at 10% of available memory.
+int64_t kv_budget_bytes(const ServeOptions& o, int64_t bytes_per_token, int context) {
+  if (!o.kv_memory.empty()) return parse_bytes(o.kv_memory);
+  const int64_t available = available_memory_bytes();
+  if (o.kv_fraction > 0)
+    return static_cast<int64_t>(o.kv_fraction * static_cast<double>(available));
+  const int64_t roomy = bytes_per_token * context * 64;
+  return available > 0 ? std::min(roomy, available / 10) : roomy;
+}
+
+std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / 1048576.0); }
+
+// "KV cache: N blocks × B tokens = T tokens, X bytes; max concurrency ..." and the ledger.
+void print_memory(const serve::Engine& engine, const ModelSession& s, const ServeOptions& o) {
+  const model::ModelConfig& c = s.model.config;
+  const int64_t blocks = engine.kv_cache().num_blocks();
+  const int64_t tokens = blocks * o.block_size;
+  const calc::ModelShape shape = calc::ModelShape::from_hf_config(c.to_json(), s.model.path);
+  const double calc_per_token = calc::kv_bytes_per_token(shape, "f32");
+  std::printf(
+      "KV cache: %lld blocks x %d tokens = %lld tokens, %s; max concurrency for %d-token "
+      "requests: %.2f\n",
+      static_cast<long long>(blocks), o.block_size, static_cast<long long>(tokens),
+      mib(static_cast<double>(engine.kv_cache().bytes())).c_str(), engine.max_context(),
+      static_cast<double>(tokens) / engine.max_context());
+  std::printf("  calc predicts %.0f bytes/token -> %s for %lld tokens (measured/predicted %.3f)\n",
+              calc_per_token, mib(calc_per_token * static_cast<double>(tokens)).c_str(),
+              static_cast<long long>(tokens),
+              static_cast<double>(engine.kv_cache().bytes()) /
+                  (calc_per_token * static_cast<double>(tokens)));
+  const MemorySnapshot m = memory_snapshot();
+  const int step_tokens = std::min(o.max_batch_tokens, engine.max_context());
+  const double act_pred =
+      4.0 * step_tokens *
+          (2.0 * c.hidden_size + 2.0 * c.q_dim() + 2.0 * c.kv_dim() + 2.0 * c.intermediate_size) +
+      4.0 * std::min(step_tokens, o.max_num_seqs) * c.vocab_size;
+  std::printf("memory ledger (held now; prediction):\n");
+  std::printf("  weights      %12s   %s (%lld parameters)\n",
+              mib(static_cast<double>(m.held(MemoryCategory::kWeights))).c_str(),
+              mib(static_cast<double>(dtype_bytes(c.dtype, c.num_parameters()))).c_str(),
+              static_cast<long long>(c.num_parameters()));
+  std::printf("  kv_cache     %12s   %s\n",
+              mib(static_cast<double>(m.held(MemoryCategory::kKvCache))).c_str(),
+              mib(calc_per_token * static_cast<double>(tokens)).c_str());
+  std::printf("  activations  %12s   %s (a %d-token step)\n",
+              mib(static_cast<double>(m.held(MemoryCategory::kActivations))).c_str(),
+              mib(act_pred).c_str(), step_tokens);
+  std::printf("  buffers      %12s\n",
+              mib(static_cast<double>(m.held(MemoryCategory::kBuffers))).c_str());
+  int64_t total = 0;
+  for (int i = 0; i < kNumMemoryCategories; ++i) total += m.held(static_cast<MemoryCategory>(i));
+  std::printf("  total        %12s\n", mib(static_cast<double>(total)).c_str());
+}
+
+serve::EngineOptions engine_options(const ServeOptions& o, const ModelSession& s) {
+  const model::ModelConfig& c = s.model.config;
+  serve::EngineOptions e;
+  e.scheduler.max_batch_tokens = o.max_batch_tokens;
+  e.scheduler.max_num_seqs = o.max_num_seqs;
+  e.block_size = o.block_size;
+  e.max_context = o.max_model_len > 0 ? std::min(o.max_model_len, c.max_position) : c.max_position;
+  const int64_t per_token = model::KvCache::bytes_per_token(c);
+  e.num_blocks = model::KvCache::blocks_for_bytes(c, o.block_size,
+                                                  kv_budget_bytes(o, per_token, e.max_context));
+  if (e.num_blocks < 1)
+    throw_error<RequestError>("--kv-memory: too small for one block of {} tokens ({} bytes)",
+                              o.block_size, per_token * o.block_size);
+  e.prefix_cache = !o.no_prefix_cache;
+  e.max_waiting = o.max_queue;
+  e.eos_ids = s.eos_ids;
+  e.make_detokenizer = serve::OpenAiApi::detokenizer_factory(s.tokenizer);
+  return e;
+}
+
+std::string model_name(const ServeOptions& o, const std::string& path) {
+  if (!o.served_name.empty()) return o.served_name;
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  return p.substr(p.find_last_of('/') + 1);
+}
+
+int run_serve(const ServeOptions& o) {
+  // Block SIGINT/SIGTERM in every thread; one thread waits for them and stops the server.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const ModelSession s = load_session(o.model);
+  ThreadPool pool(o.threads);
+  serve::Engine engine(s.model.config, s.model.weights, pool, engine_options(o, s));
+  engine.warmup();
+  print_memory(engine, s, o);
+  if (o.dry_run) return 0;
+  std::string chat_template;
+  if (!o.chat_template_file.empty()) chat_template = read_file(o.chat_template_file);
+  serve::OpenAiApi api(engine, s.tokenizer, model_name(o, s.model.path), chat_template);
+  serve::HttpServer server(api, {o.host, o.port, o.api_key, o.http_threads, 600});
+  const int port = server.bind();
+  engine.start();
+  std::printf("serving %s on http://%s:%d (OpenAI API under /v1, chat page at /)\n",
+              api.model_id().c_str(), o.host.c_str(), port);
+  std::fflush(stdout);
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    server.stop();
+  });
+  server.listen();
+  pthread_kill(waiter.native_handle(), SIGTERM);  // wakes it if listen() ended on its own
+  waiter.join();
+  engine.stop();
+  std::printf("stopped\n");
+  return 0;
+}
+
+std::function<int()> setup(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  add_model_option(app, o->model);
+  add_threads_option(app, o->threads);
+  app.add_option("--host", o->host, "address to listen on")->capture_default_str();
+  app.add_option("--port", o->port, "port (0: any free port, printed at start)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--max-batch-tokens", o->max_batch_tokens,
+                 "token budget per engine step (chunked prefill splits longer prompts)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-num-seqs", o->max_num_seqs, "running sequences at most")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
+  auto* mem = app.add_option("--kv-memory", o->kv_memory, "KV pool size (e.g. 512MiB, 2G)");
+  app.add_option("--kv-fraction", o->kv_fraction, "KV pool as a fraction of available memory")
+      ->check(CLI::Range(0.0, 0.95))
+      ->excludes(mem);
+  app.add_option("--block-size", o->block_size, "tokens per KV block")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--max-model-len", o->max_model_len, "context limit (default: the model's)");
+  app.add_option("--max-queue", o->max_queue, "queued requests before answering 429")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--http-threads", o->http_threads, "concurrent HTTP connections")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY'");
+  app.add_option("--served-model-name", o->served_name, "model id in the API (default: dir name)");
+  app.add_option("--chat-template", o->chat_template_file, "Jinja chat template file");
+  app.add_flag("--no-prefix-cache", o->no_prefix_cache, "disable the radix-tree prefix cache");
+  app.add_flag("--dry-run", o->dry_run, "print the KV pool and memory ledger, then exit");
+  return [o] { return run_serve(*o); };
+}
+
+const RegisterCommand kRegister{
+    {"serve", "OpenAI-compatible server: paged KV, continuous batching, prefix cache",
+     "  lmstack serve --model models/smollm-135m --port 8080\n"
+     "  lmstack serve --model DIR --kv-memory 512MiB --max-batch-tokens 256 --dry-run\n"
+     "  lmstack serve --model DIR --api-key secret --port 0\n"
+     "  curl http://127.0.0.1:8080/v1/completions -H 'Content-Type: application/json' \\\n"
+     "       -d '{\"model\": \"smollm-135m\", \"prompt\": \"Hello\", \"max_tokens\": 16}'",
+     setup}};
+
+}  // namespace
+}  // namespace lmstack::cli

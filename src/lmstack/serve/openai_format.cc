@@ -1,0 +1,197 @@
+// OpenAI response bodies and SSE chunks from engine events (see openai_format.h). Formats
+// follow the OpenAI API reference for completions, chat completions and their streaming
+// "chunk" objects.
+#include "lmstack/serve/openai_format.h"
+
+namespace lmstack::serve {
+namespace {
+
+std::string sse(const Json& j) { return "data: " + dump_json(j) + "\n\n"; }
+
+Json bytes_of(const std::string& s) {
+  Json b = Json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+// OpenAI knows "stop" and "length"; a request whose client left is reported as "abort".
+std::string api_finish_reason(const std::string& reason) {
+  return reason == "cancelled" ? "abort" : reason;
+}
+
+}  // namespace
+
+ResponseFormatter::ResponseFormatter(const ApiRequest& request,
+                                     const tokenizer::Tokenizer& tokenizer, std::string model_id,
+                                     std::string id, int64_t created)
+    : request_(request),
+      tokenizer_(tokenizer),
+      model_id_(std::move(model_id)),
+      id_(std::move(id)),
+      created_(created),
+      chat_(request.endpoint == Endpoint::kChat),
+      choices_(static_cast<size_t>(request.engine.n)) {
+  for (Choice& c : choices_)
+    c.logprobs = chat_ ? Json::array()
+                       : Json{{"tokens", Json::array()},
+                              {"token_logprobs", Json::array()},
+                              {"top_logprobs", Json::array()},
+                              {"text_offset", Json::array()}};
+}
+
+std::string ResponseFormatter::token_text(int32_t id) const {
+  try {
+    return tokenizer_.token_bytes(id);
+  } catch (const Error&) {
+    return "";
+  }
+}
+
+Json ResponseFormatter::chat_logprob_entry(const model::GeneratedToken& t) const {
+  const std::string text = token_text(t.token);
+  Json top = Json::array();
+  for (const model::TokenLogprob& alt : t.sample.top) {
+    const std::string alt_text = token_text(alt.token);
+    top.push_back({{"token", alt_text}, {"logprob", alt.logprob}, {"bytes", bytes_of(alt_text)}});
+  }
+  return Json{{"token", text},
+              {"logprob", t.sample.logprob},
+              {"bytes", bytes_of(text)},
+              {"top_logprobs", top}};
+}
+
+void ResponseFormatter::add_completion_logprobs(Choice& c, const model::GeneratedToken& t) const {
+  Json top = Json::object();
+  for (const model::TokenLogprob& alt : t.sample.top) top[token_text(alt.token)] = alt.logprob;
+  c.logprobs["tokens"].push_back(token_text(t.token));
+  c.logprobs["token_logprobs"].push_back(t.sample.logprob);
+  c.logprobs["top_logprobs"].push_back(top);
+  c.logprobs["text_offset"].push_back(c.text.size());
+}
+
+Json ResponseFormatter::usage_json() const {
+  return Json{{"prompt_tokens", usage_.prompt_tokens},
+              {"completion_tokens", usage_.completion_tokens},
+              {"total_tokens", usage_.prompt_tokens + usage_.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", usage_.cached_tokens}}}};
+}
+
+Json ResponseFormatter::chunk(Json choices) const {
+  Json j = {{"id", id_},
+            {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
+            {"created", created_},
+            {"model", model_id_},
+            {"choices", std::move(choices)}};
+  if (request_.include_usage) j["usage"] = nullptr;
+  return j;
+}
+
+Json ResponseFormatter::delta_choice(int index, const std::string& text, const Json& logprobs,
+                                     const Json& finish_reason) const {
+  if (chat_) {
+    Json delta =
+        text.empty() && !finish_reason.is_null() ? Json::object() : Json{{"content", text}};
+    return Json{{"index", index},
+                {"delta", delta},
+                {"logprobs", logprobs},
+                {"finish_reason", finish_reason}};
+  }
+  return Json{
+      {"index", index}, {"text", text}, {"logprobs", logprobs}, {"finish_reason", finish_reason}};
+}
+
+std::string ResponseFormatter::stream_begin() const {
+  if (!chat_) return "";
+  std::string out;
+  for (int i = 0; i < request_.engine.n; ++i)
+    out += sse(chunk(Json::array({Json{{"index", i},
+                                       {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                       {"logprobs", nullptr},
+                                       {"finish_reason", nullptr}}})));
+  return out;
+}
+
+std::string ResponseFormatter::stream_event(const StreamEvent& e) {
+  add(e);
+  switch (e.kind) {
+    case StreamEvent::Kind::kToken: {
+      Json lp = nullptr;
+      if (request_.logprobs && e.token.token >= 0) {
+        if (chat_) {
+          lp = Json{{"content", Json::array({chat_logprob_entry(e.token)})}};
+        } else {
+          Choice tmp;
+          tmp.logprobs = {{"tokens", Json::array()},
+                          {"token_logprobs", Json::array()},
+                          {"top_logprobs", Json::array()},
+                          {"text_offset", Json::array()}};
+          add_completion_logprobs(tmp, e.token);
+          lp = tmp.logprobs;
+        }
+      }
+      if (e.token.text.empty() && lp.is_null()) return "";
+      return sse(chunk(Json::array({delta_choice(e.choice, e.token.text, lp, nullptr)})));
+    }
+    case StreamEvent::Kind::kFinish:
+      return sse(chunk(
+          Json::array({delta_choice(e.choice, "", nullptr, api_finish_reason(e.finish_reason))})));
+    case StreamEvent::Kind::kDone: {
+      std::string out;
+      if (request_.include_usage) {
+        Json j = chunk(Json::array());
+        j["usage"] = usage_json();
+        out += sse(j);
+      }
+      return out + "data: [DONE]\n\n";
+    }
+    case StreamEvent::Kind::kError:
+      return sse(Json::parse(error_json(e.error, "internal_error", "", 500))) + "data: [DONE]\n\n";
+  }
+  return "";
+}
+
+void ResponseFormatter::add(const StreamEvent& e) {
+  Choice& c = choices_[static_cast<size_t>(std::max(0, e.choice))];
+  switch (e.kind) {
+    case StreamEvent::Kind::kToken:
+      if (request_.logprobs && e.token.token >= 0) {
+        if (chat_)
+          c.logprobs.push_back(chat_logprob_entry(e.token));
+        else
+          add_completion_logprobs(c, e.token);
+      }
+      c.text += e.token.text;
+      break;
+    case StreamEvent::Kind::kFinish:
+      c.finish_reason = api_finish_reason(e.finish_reason);
+      break;
+    case StreamEvent::Kind::kDone:
+      usage_ = e.usage;
+      finished_ = true;
+      break;
+    case StreamEvent::Kind::kError:
+      error_ = e.error.empty() ? "internal error" : e.error;
+      finished_ = true;
+      break;
+  }
+}
+
+Json ResponseFormatter::response() const {
+  Json choices = Json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    const Json lp =
+        request_.logprobs ? (chat_ ? Json{{"content", c.logprobs}} : c.logprobs) : Json(nullptr);
+    Json choice = {{"index", i}, {"logprobs", lp}, {"finish_reason", c.finish_reason}};
+    if (chat_)
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    else
+      choice["text"] = c.text;
+    choices.push_back(std::move(choice));
+  }
+  return Json{{"id", id_},           {"object", chat_ ? "chat.completion" : "text_completion"},
+              {"created", created_}, {"model", model_id_},
+              {"choices", choices},  {"usage", usage_json()}};
+}
+
+}  // namespace lmstack::serve

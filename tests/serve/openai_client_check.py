@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Checks a live `lmstack serve` with the official `openai` Python client (PyPI: openai).
+
+Run by tests/serve/openai_client_heavytest.cc:  python3 openai_client_check.py --port P
+Covers chat and completions, streaming and not, n=2, stop, logprobs, usage, a set of
+malformed requests (each must get a 4xx while a parallel stream continues unharmed) and 64
+parallel clients. Every wait is bounded. Exits non-zero with a message on the first failure.
+"""
+import argparse
+import concurrent.futures
+import json
+import sys
+import threading
+import urllib.error
+import urllib.request
+
+import openai
+
+
+def check(cond, what):
+    if not cond:
+        print(f"FAILED: {what}", file=sys.stderr)
+        sys.exit(1)
+
+
+API_KEY = "test-key"
+
+
+def raw_post(base, path, body):
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    req = urllib.request.Request(base + path, data=data, method="POST",
+                                 headers={"Content-Type": "application/json",
+                                          "Authorization": f"Bearer {API_KEY}"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def basic(client, model):
+    models = client.models.list()
+    check([m.id for m in models.data] == [model], f"models: {models}")
+    c = client.completions.create(model=model, prompt="Hello there", max_tokens=8,
+                                  temperature=0, logprobs=3)
+    ch = c.choices[0]
+    check(c.object == "text_completion" and ch.finish_reason in ("length", "stop"), f"{c}")
+    check(c.usage.completion_tokens == len(ch.logprobs.tokens) and c.usage.prompt_tokens > 0,
+          f"usage vs logprobs: {c.usage} {ch.logprobs}")
+    check(all(len(t) <= 3 for t in ch.logprobs.top_logprobs), "top_logprobs has at most 3")
+    again = client.completions.create(model=model, prompt="Hello there", max_tokens=8, temperature=0)
+    check(again.choices[0].text == ch.text, "greedy completion is deterministic")
+
+    chat = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "Hi"}], max_tokens=6, temperature=0,
+        logprobs=True, top_logprobs=2, n=2)
+    check(len(chat.choices) == 2 and chat.choices[0].message.role == "assistant", f"{chat}")
+    check(chat.choices[0].message.content == chat.choices[1].message.content,
+          "greedy n=2 choices agree")
+    check(len(chat.choices[0].logprobs.content[0].top_logprobs) == 2, "chat top_logprobs")
+    check(chat.usage.total_tokens == chat.usage.prompt_tokens + chat.usage.completion_tokens, "usage")
+
+    seeded = [client.completions.create(model=model, prompt="Seed", max_tokens=10, seed=7,
+                                        temperature=1.0, n=2) for _ in range(2)]
+    check([c.text for c in seeded[0].choices] == [c.text for c in seeded[1].choices],
+          "same seed, same sampled choices")
+
+    full = client.completions.create(model=model, prompt="Stop test", max_tokens=12, temperature=0)
+    text = full.choices[0].text
+    if len(text) >= 4:
+        stop = text[2:4]
+        s = client.completions.create(model=model, prompt="Stop test", max_tokens=12,
+                                      temperature=0, stop=[stop])
+        check(s.choices[0].text == text[:text.find(stop)] and s.choices[0].finish_reason == "stop",
+              f"stop {stop!r}: {s.choices[0].text!r} vs {text!r}")
+
+
+def streaming(client, model):
+    pieces, roles, finish, usage = [], 0, None, None
+    stream = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "Tell me"}], max_tokens=10,
+        temperature=0, stream=True, stream_options={"include_usage": True})
+    for chunk in stream:
+        if chunk.usage:
+            usage = chunk.usage
+            check(chunk.choices == [], "the usage chunk has no choices")
+            continue
+        d = chunk.choices[0].delta
+        roles += d.role == "assistant"
+        pieces.append(d.content or "")
+        finish = chunk.choices[0].finish_reason or finish
+    check(roles == 1 and finish in ("length", "stop") and usage is not None, "stream shape")
+    whole = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "Tell me"}], max_tokens=10, temperature=0)
+    check("".join(pieces) == whole.choices[0].message.content, "stream == non-stream text")
+    check(usage.completion_tokens == whole.usage.completion_tokens, "stream usage")
+    text = "".join(c.choices[0].text for c in client.completions.create(
+        model=model, prompt="Stream", max_tokens=6, temperature=0, stream=True) if c.choices)
+    check(text == client.completions.create(model=model, prompt="Stream", max_tokens=6,
+                                            temperature=0).choices[0].text, "completion stream")
+
+
+def malformed(base, client, model):
+    """Each bad request gets a 4xx naming the field while a long stream keeps going."""
+    result = {}
+
+    def long_stream():
+        n = 0
+        for chunk in client.completions.create(model=model, prompt="Long", max_tokens=200,
+                                               temperature=0, stream=True, extra_body={"ignore_eos": True}):
+            n += sum(1 for c in chunk.choices if c.text)
+        result["tokens"] = n
+
+    t = threading.Thread(target=long_stream)
+    t.start()
+    cases = [
+        (b"{not json", 400, None),
+        ({"model": "nope", "prompt": "x"}, 404, "model"),
+        ({"model": model, "prompt": "x", "max_tokens": -1}, 400, "max_tokens"),
+        ({"model": model, "prompt": "x", "max_tokens": "ten"}, 400, "max_tokens"),
+        ({"model": model, "prompt": "x", "temperature": "hot"}, 400, "temperature"),
+        ({"model": model, "prompt": "x", "top_p": 7}, 400, "top_p"),
+        ({"model": model, "prompt": "x", "n": 0}, 400, "n"),
+        ({"model": model, "prompt": "x", "stop": 5}, 400, "stop"),
+        ({"model": model, "prompt": "word " * 100000}, 400, "prompt"),
+        ({"model": model, "prompt": [10**9]}, 400, "prompt"),
+        ({"model": model}, 400, "prompt"),
+    ]
+    for body, status, param in cases:
+        code, err = raw_post(base, "/v1/completions", body)
+        check(code == status and "error" in err, f"{body!r:.60}: got {code} {err}")
+        if param:
+            check(err["error"]["param"] == param, f"param of {body!r:.60}: {err}")
+    code, err = raw_post(base, "/v1/chat/completions", {"model": model, "messages": "hi"})
+    check(code == 400 and err["error"]["param"] == "messages", f"messages: {err}")
+    t.join(timeout=300)
+    check(result.get("tokens", 0) >= 150, f"the parallel stream was harmed: {result}")
+
+
+def parallel(client, model, count=64):
+    def one(i):
+        r = client.completions.create(model=model, prompt=f"Client {i} says", max_tokens=8,
+                                      temperature=0)
+        return r.usage.completion_tokens
+
+    with concurrent.futures.ThreadPoolExecutor(count) as pool:
+        done = list(pool.map(one, range(count), timeout=600))
+    check(len(done) == count and all(n >= 1 for n in done), f"parallel: {done}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--api-key", default="test-key")
+    args = ap.parse_args()
+    global API_KEY
+    API_KEY = args.api_key
+    base = f"http://127.0.0.1:{args.port}"
+    client = openai.OpenAI(base_url=base + "/v1", api_key=args.api_key, timeout=120, max_retries=0)
+    model = client.models.list().data[0].id
+    try:
+        openai.OpenAI(base_url=base + "/v1", api_key="wrong", max_retries=0).models.list()
+        check(False, "a wrong API key was accepted")
+    except openai.AuthenticationError:
+        pass
+    basic(client, model)
+    streaming(client, model)
+    malformed(base, client, model)
+    parallel(client, model)
+    print("openai client checks passed")
+
+
+if __name__ == "__main__":
+    main()
