@@ -1,5 +1,6 @@
 // `lmstack calc model | infer | roofline | list`: one model's parameters and FLOPs, its
 // inference memory and time bounds on a GPU, and the roofline of kernels on a GPU.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -57,7 +58,12 @@ CalcSubcommand setup_calc_model(CLI::App& calc) {
   add_calc_output_flags(sub, a->out);
   return {sub, [a] {
             const calc::ModelShape m = calc::resolve_model(a->model);
-            const double T = a->context > 0 ? a->context : static_cast<double>(m.max_position);
+            // Default T: the model's context, capped at 4096 as in `calc train` (a 128K
+            // context makes attention dominate; pass --context to see that).
+            const double T = a->context > 0 ? a->context
+                             : m.max_position > 0
+                                 ? std::min<double>(static_cast<double>(m.max_position), 4096)
+                                 : 4096;
             return print_calc_report(
                 calc::model_report(m, T, calc::parse_attn_convention(a->attention)), a->out);
           }};
