@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <random>
 
+#include "lmstack/cli/bench_serve.h"
 #include "lmstack/cli/bench_tokenizer.h"
+#include "lmstack/cli/bench_train.h"
 #include "lmstack/cli/command.h"
 #include "lmstack/cli/model_session.h"
 #include "lmstack/core/thread_pool.h"
@@ -178,11 +180,13 @@ std::function<int()> setup(CLI::App& app) {
   add_model_bench(app, "decode", "token generation speed vs the bandwidth roofline", run_decode,
                   std::make_shared<BenchModelOptions>(), *runner);
   add_bench_tokenizer(app);  // runs from its own parse callback
+  add_bench_serve(app, *runner);
+  add_bench_train(app, *runner);
   return [runner] { return *runner ? (*runner)() : 0; };
 }
 
 const RegisterCommand kRegister{
-    {"bench", "end-to-end benchmarks: prefill, decode, tokenizer",
+    {"bench", "end-to-end benchmarks: prefill, decode, tokenizer, serve, train",
      "  lmstack bench decode -m DIR --ctx 128\n"
      "  lmstack bench prefill -m DIR --ctx 512 --json\n"
      "  lmstack bench tokenizer --tokenizer cl100k_base.tiktoken --file en.txt",
