@@ -129,7 +129,9 @@ std::string ResponseFormatter::stream_event(const StreamEvent& e) {
           lp = tmp.logprobs;
         }
       }
-      if (e.token.text.empty() && lp.is_null()) return "";
+      // Every generated token gets a chunk, even one whose text is still held back (part of
+      // a UTF-8 character or of a possible stop string), so clients can time each token.
+      if (e.token.token < 0 && e.token.text.empty()) return "";
       return sse(chunk(Json::array({delta_choice(e.choice, e.token.text, lp, nullptr)})));
     }
     case StreamEvent::Kind::kFinish:
