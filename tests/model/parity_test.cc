@@ -85,7 +85,8 @@ INSTANTIATE_TEST_SUITE_P(AllArchitectures, Parity,
                                                               "tiny-gpt2"),
                                             ::testing::Values("f32", "bf16")),
                          [](const auto& param_info) {
-                           std::string n = std::get<0>(param_info.param) + "_" + std::get<1>(param_info.param);
+                           std::string n =
+                               std::get<0>(param_info.param) + "_" + std::get<1>(param_info.param);
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });

@@ -49,10 +49,9 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt, const Sam
 
   Timer timer;
   ForwardBatch prefill;
-  prefill.add_sequence(std::vector<int32_t>(prompt.begin() + static_cast<std::ptrdiff_t>(cached),
-                                            prompt.end()),
-                       static_cast<int>(cached), blocks, block_size_, true,
-                       static_cast<bool>(cb.on_logits));
+  prefill.add_sequence(
+      std::vector<int32_t>(prompt.begin() + static_cast<std::ptrdiff_t>(cached), prompt.end()),
+      static_cast<int>(cached), blocks, block_size_, true, static_cast<bool>(cb.on_logits));
   decoder_.forward(prefill, cache_, logits, cb.trace);
   if (cb.on_logits)
     for (size_t r = 0; r < prefill.logit_rows.size(); ++r) cb.on_logits(&logits[r * vocab], vocab);
