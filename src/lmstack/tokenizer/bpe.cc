@@ -1,9 +1,11 @@
 // BPE merge loop and per-thread piece cache (see bpe.h).
 #include "lmstack/tokenizer/bpe.h"
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
-#include <queue>
+#include <functional>
+#include <memory>
 
 #include "lmstack/core/error.h"
 #include "lmstack/tokenizer/unicode.h"
@@ -19,7 +21,7 @@ using Merge = PairTable::Merge;
 // serial) and is dropped whole when full.
 class PieceCache {
  public:
-  static constexpr size_t kMaxPieceBytes = 64;
+  static constexpr size_t kMaxPieceBytes = 256;
 
   const int32_t* find(uint64_t owner, std::string_view piece, uint64_t h, uint32_t& n) {
     if (owner != owner_) reset(owner);
@@ -33,6 +35,7 @@ class PieceCache {
     }
     return nullptr;
   }
+  void clear() { reset(0); }
   void insert(std::string_view piece, uint64_t h, const int32_t* ids, uint32_t n) {
     if (count_ * 2 >= kSlots) reset(owner_);
     size_t i = h & kMask;
@@ -66,7 +69,49 @@ class PieceCache {
 
 std::atomic<uint64_t> g_next_serial{1};
 
+// kByRank pair lookups hash a byte string and probe the token index (megabytes: cache
+// misses). The same pairs recur across pieces (the bytes of common characters, frequent
+// suffixes), so each thread memoizes (left id, right id) -> rank in a small direct-mapped
+// table that stays in L2. Valid because an id determines its bytes.
+class PairMemo {
+ public:
+  static constexpr size_t kSize = 1 << 14, kMask = kSize - 1;
+  void bind(uint64_t owner) {
+    if (owner == owner_) return;
+    owner_ = owner;
+    std::fill(std::begin(keys_), std::end(keys_), ~0ull);
+  }
+  bool find(uint64_t key, int32_t& rank) const {
+    const size_t i = hash_mix(key) & kMask;
+    if (keys_[i] != key) return false;
+    rank = ranks_[i];
+    return true;
+  }
+  void put(uint64_t key, int32_t rank) {
+    const size_t i = hash_mix(key) & kMask;
+    keys_[i] = key;
+    ranks_[i] = rank;
+  }
+
+ private:
+  uint64_t owner_ = 0;
+  uint64_t keys_[kSize];
+  int32_t ranks_[kSize];
+};
+
+PairMemo& pair_memo() {
+  thread_local auto memo = std::make_unique<PairMemo>();
+  return *memo;
+}
+
+PieceCache& thread_cache() {
+  thread_local PieceCache cache;
+  return cache;
+}
+
 }  // namespace
+
+void BpeModel::clear_thread_cache() { thread_cache().clear(); }
 
 void BpeModel::add_token(int32_t id, std::string_view symbol, std::string_view source) {
   if (id < 0) throw_error<FormatError>("{}: negative token id {}", source, id);
@@ -171,27 +216,36 @@ void BpeModel::merge(std::string_view piece, std::vector<Part>& parts, bool forc
     for (const Part& p : parts) out.push_back(p.id);
     return;
   }
-  std::vector<int> prev(n), next(n);
-  std::vector<Merge> cur(n, Merge{kNoRank, -1});
+  struct Item {
+    int32_t rank;
+    int left, right;
+    bool operator>(const Item& o) const {  // min-heap order: lowest rank, then leftmost
+      return rank != o.rank ? rank > o.rank : left > o.left;
+    }
+  };
+  thread_local std::vector<int> prev, next;  // reused: no allocation per piece
+  thread_local std::vector<Merge> cur;
+  thread_local std::vector<Item> heap;
+  prev.resize(n);
+  next.resize(n);
+  cur.assign(n, Merge{kNoRank, -1});
+  heap.clear();
   for (int k = 0; k < n; ++k) prev[k] = k - 1, next[k] = k + 1 < n ? k + 1 : -1;
   const auto end_at = [&](int k) -> uint32_t {
     return next[k] >= 0 ? parts[next[k]].start : static_cast<uint32_t>(piece.size());
   };
-  struct Item {
-    int32_t rank;
-    int left, right;
-    bool operator>(const Item& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
-  };
-  std::priority_queue<Item, std::vector<Item>, std::greater<Item>> heap;
   const auto refresh = [&](int k) {
     if (k < 0 || next[k] < 0) return;
     cur[k] = lookup(parts[k], parts[next[k]], end_at(next[k]));
-    if (cur[k].rank != kNoRank) heap.push({cur[k].rank, k, next[k]});
+    if (cur[k].rank == kNoRank) return;
+    heap.push_back({cur[k].rank, k, next[k]});
+    std::push_heap(heap.begin(), heap.end(), std::greater<Item>());
   };
   for (int k = 0; k + 1 < n; ++k) refresh(k);
   while (!heap.empty()) {
-    const Item it = heap.top();
-    heap.pop();
+    std::pop_heap(heap.begin(), heap.end(), std::greater<Item>());
+    const Item it = heap.back();
+    heap.pop_back();
     if (next[it.left] != it.right || cur[it.left].rank != it.rank) continue;  // stale
     const int k = it.left, gone = it.right;
     parts[k].id = cur[k].merged;
@@ -211,9 +265,16 @@ void BpeModel::encode_piece_uncached(std::string_view piece, std::vector<int32_t
   initial_parts(piece, parts);
   if (parts.empty()) return;
   if (options_.rule == MergeRule::kByRank) {
-    const auto lookup = [&](const Part& a, const Part&, uint32_t b_end) -> Merge {
-      const auto id = index_.find(piece.substr(a.start, b_end - a.start));
-      return id ? Merge{*id, *id} : Merge{kNoRank, -1};
+    PairMemo& memo = pair_memo();
+    memo.bind(serial_);
+    const auto lookup = [&](const Part& a, const Part& b, uint32_t b_end) -> Merge {
+      const uint64_t key = PairTable::key(a.id, b.id);
+      int32_t rank;
+      if (!memo.find(key, rank)) {
+        rank = index_.find(piece.substr(a.start, b_end - a.start)).value_or(kNoRank);
+        memo.put(key, rank);
+      }
+      return {rank, rank};
     };
     merge(piece, parts, force_heap, lookup, out);
   } else {
@@ -241,7 +302,7 @@ void BpeModel::encode_piece(std::string_view piece, std::vector<int32_t>& out) c
     encode_piece_uncached(piece, out, false);
     return;
   }
-  thread_local PieceCache cache;
+  PieceCache& cache = thread_cache();
   const uint64_t h = hash_bytes(piece.data(), piece.size());
   uint32_t n = 0;
   if (const int32_t* ids = cache.find(serial_, piece, h, n)) {

@@ -56,6 +56,9 @@ class BpeModel {
   void encode_piece_uncached(std::string_view piece, std::vector<int32_t>& out,
                              bool force_heap) const;
 
+  // Empties the calling thread's piece cache (benchmarks measure a cold cache with it).
+  static void clear_thread_cache();
+
   std::optional<int32_t> find(std::string_view symbol) const;
   const BpeOptions& options() const { return options_; }
   size_t num_tokens() const { return index_.size(); }
@@ -65,7 +68,7 @@ class BpeModel {
   std::string_view symbol(int32_t id) const;
   uint64_t serial() const { return serial_; }
 
-  static constexpr int kSmallPiece = 48;
+  static constexpr int kSmallPiece = 32;
 
  private:
   struct Part {

@@ -149,6 +149,8 @@ std::vector<std::vector<int32_t>> Tokenizer::encode_batch(ThreadPool& pool,
   return out;
 }
 
+void Tokenizer::clear_thread_cache() { BpeModel::clear_thread_cache(); }
+
 std::vector<std::string> Tokenizer::pre_tokenize(std::string_view text) const {
   std::vector<std::string> pieces;
   if (impl_->pipeline.has_fast_path()) {

@@ -76,6 +76,9 @@ class Tokenizer {
   // decode() with invalid UTF-8 replaced by U+FFFD: always valid text.
   std::string decode_text(std::span<const int32_t> ids) const;
 
+  // Empties the calling thread's cache of merged pieces (for cold-cache benchmarks).
+  static void clear_thread_cache();
+
   // Streaming decoder (see IncrementalDecoder below).
   class IncrementalDecoder;
   IncrementalDecoder incremental_decoder() const;
