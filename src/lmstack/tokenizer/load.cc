@@ -68,8 +68,8 @@ std::shared_ptr<TokenizerImpl> load_directory(const std::string& dir, const std:
   for (const auto& e : fs::directory_iterator(dir))
     if (e.path().extension() == ".tiktoken" || e.path().filename() == "tokenizer.model")
       rank_files.push_back(e.path().string());
-  for (const char* sub : {"original/tokenizer.model"})
-    if (file_exists(path_join(dir, sub))) rank_files.push_back(path_join(dir, sub));
+  const std::string meta = path_join(dir, "original/tokenizer.model");  // Meta's layout
+  if (file_exists(meta)) rank_files.push_back(meta);
   if (rank_files.size() == 1) return load_rank_file(rank_files[0], hint);
   throw_error<IoError>(
       "{}: {} (looked for tokenizer.json, encoder.json + vocab.bpe, "

@@ -68,9 +68,6 @@ class TextPipeline {
   // whether it begins the whole input) and appends its pieces.
   void split(std::string_view text, bool at_input_start, std::vector<std::string>& pieces) const;
 
-  const std::vector<PreTokenizerStep>& steps() const { return steps_; }
-  bool has_normalizer() const { return !normalizer_.empty(); }
-
  private:
   std::vector<NormalizerStep> normalizer_;
   std::vector<PreTokenizerStep> steps_;
