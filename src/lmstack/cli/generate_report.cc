@@ -12,6 +12,7 @@
 #include "lmstack/calc/params.h"
 #include "lmstack/calc/predict.h"
 #include "lmstack/calc/run_metrics.h"
+#include "lmstack/core/error.h"
 #include "lmstack/core/file.h"
 #include "lmstack/core/memory.h"
 
@@ -156,8 +157,12 @@ void print_trace_top5(const tokenizer::Tokenizer& tok, const std::vector<float>&
   std::printf("[trace] next-token top-5 after the prompt:");
   for (size_t i = 0; i < k; ++i) {
     const int32_t id = idx[i];
-    const bool printable = id < tok.vocab_size();
-    std::printf(" %d:'%s' p=%.3f", id, printable ? tok.token_bytes(id).c_str() : "?",
+    std::string piece = "?";  // ids past the tokenizer, or unused ids (cl100k's 100256)
+    try {
+      if (id < tok.vocab_size()) piece = tok.token_bytes(id);
+    } catch (const Error&) {
+    }
+    std::printf(" %d:'%s' p=%.3f", id, piece.c_str(),
                 std::exp(static_cast<double>(logits[static_cast<size_t>(id)] - mx)) / z);
   }
   std::printf("\n");
