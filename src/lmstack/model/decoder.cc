@@ -66,8 +66,8 @@ Decoder::Decoder(const ModelConfig& config, const ModelWeights& weights, ThreadP
 }
 
 int64_t Decoder::activation_bytes() const {
-  return static_cast<int64_t>(h_.size() + q_.size() + k_.size() + v_.size() + attn_.size() +
-                              gate_.size() + up_.size());
+  return static_cast<int64_t>(x_.size() + h_.size() + q_.size() + k_.size() + v_.size() +
+                              attn_.size() + gate_.size() + up_.size());
 }
 
 void Decoder::ensure_scratch(int64_t tokens) {
@@ -77,6 +77,7 @@ void Decoder::ensure_scratch(int64_t tokens) {
                       MemoryCategory::kActivations);
   };
   const ModelConfig& c = config_;
+  x_ = alloc(c.hidden_size);
   h_ = alloc(std::max<int64_t>(c.hidden_size, c.q_dim()));
   q_ = alloc(c.q_dim());
   k_ = alloc(c.kv_dim());
@@ -104,9 +105,10 @@ void Decoder::embed(const ForwardBatch& batch, float* x) {
     if (p < 0 || p >= config_.max_position)
       throw_error<RequestError>("position {} is outside the model's {} learned positions", p,
                                 config_.max_position);
-  std::vector<float> pos(static_cast<size_t>(t * config_.hidden_size));
-  kernels::embedding_lookup(pos.data(), weights_.pos_embed, batch.positions.data(), t);
-  kernels::add_inplace(x, pos.data(), t * config_.hidden_size);
+  // h_ is free before the first layer: it holds the position embeddings.
+  float* pos = static_cast<float*>(h_.data());
+  kernels::embedding_lookup(pos, weights_.pos_embed, batch.positions.data(), t);
+  kernels::add_inplace(x, pos, t * config_.hidden_size);
 }
 
 void Decoder::attention_block(int l, const ForwardBatch& batch, KvCache& cache, float* x) {
@@ -170,9 +172,7 @@ void Decoder::forward(const ForwardBatch& batch, KvCache& cache, std::vector<flo
                     batch.slots.size() == static_cast<size_t>(t),
                 "malformed batch of {} tokens", t);
   ensure_scratch(t);
-  HostBuffer x_buf(static_cast<size_t>(t * c.hidden_size) * sizeof(float),
-                   MemoryCategory::kActivations);
-  float* x = static_cast<float*>(x_buf.data());
+  float* x = static_cast<float*>(x_.data());
   embed(batch, x);
   const int64_t trace_row = batch.logit_rows.empty() ? t - 1 : batch.logit_rows[0];
   for (int l = 0; l < c.num_layers; ++l) {

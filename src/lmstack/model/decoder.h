@@ -78,7 +78,7 @@ class Decoder {
   ThreadPool& pool_;
   std::vector<float> inv_freq_;
   int64_t scratch_tokens_ = 0;
-  HostBuffer h_, q_, k_, v_, attn_, gate_, up_;
+  HostBuffer x_, h_, q_, k_, v_, attn_, gate_, up_;  // x_: the residual stream
 };
 
 }  // namespace lmstack::model
