@@ -63,8 +63,7 @@ GenerateReport make_generate_report(const ModelSession& s, const model::Generato
   const calc::ParamCount params = calc::count_parameters(shape);
   g.weights_predicted = calc::weight_bytes(params, g.weights_dtype);
   // The cache is allocated in whole blocks: predict for the rounded-up capacity.
-  const int blocks = (gen.max_context() + 15) / 16;
-  g.kv_predicted = calc::kv_bytes_per_token(shape, "f32") * blocks * 16;
+  g.kv_predicted = calc::kv_bytes_per_token(shape, "f32") * gen.kv_capacity_tokens();
   return g;
 }
 

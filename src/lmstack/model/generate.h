@@ -61,6 +61,8 @@ class Generator {
   // Tokens whose KV is in the cache (positions 0..n-1).
   int cached_tokens() const { return static_cast<int>(cached_tokens_.size()); }
   int max_context() const { return max_context_; }
+  // Tokens the KV cache holds: max_context rounded up to whole blocks.
+  int kv_capacity_tokens() const { return static_cast<int>(cache_.num_blocks()) * block_size_; }
   int64_t kv_cache_bytes() const { return cache_.bytes(); }
   const Decoder& decoder() const { return decoder_; }
 
