@@ -18,6 +18,13 @@ enum class DType : uint8_t {
   kQ4_0,  // 32 4-bit + one f16 scale (GGUF Q4_0)
   kQ4_K,  // 256-element super-block, 6-bit sub-scales (GGUF Q4_K)
   kQ6_K,  // 256-element super-block (GGUF Q6_K)
+  // Group-wise asymmetric int4 (w ~= scale * (q - zero), q and zero in 0..15), for calibrated
+  // quantization (AWQ/GPTQ-style). One group of g elements is 4 + g/2 bytes: f16 scale,
+  // u8 zero point, u8 padding (0), then g/32 chunks of 16 bytes laid out as Q4_0's nibbles
+  // (byte j of chunk c holds element 32c + j in its low nibble and 32c + j + 16 in its high).
+  kInt4G32,   // "int4_g32": 20 bytes per 32 elements (5.0 bits per weight)
+  kInt4G64,   // "int4_g64": 36 bytes per 64 (4.5)
+  kInt4G128,  // "int4_g128": 68 bytes per 128 (4.25)
   kCount
 };
 inline constexpr int kNumDTypes = static_cast<int>(DType::kCount);
@@ -34,8 +41,8 @@ inline std::string_view dtype_name(DType t) { return dtype_info(t).name; }
 inline bool is_quantized(DType t) { return dtype_info(t).block_size > 1; }
 // Bytes for n elements; n must be a multiple of the block size (checked).
 int64_t dtype_bytes(DType t, int64_t n);
-// Parses "f32", "bf16", "q8_0", ... (also "float32", "bfloat16", "float16"); throws
-// ConfigError listing the known names.
+// Parses "f32", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "int4_g128", ... (case-insensitive;
+// also "float32", "bfloat16", "float16"); throws ConfigError listing the known names.
 DType parse_dtype(std::string_view name);
 
 }  // namespace lmstack

@@ -1,0 +1,55 @@
+// Byte layouts of the block-quantized types, shared by the reference codec (quant.cc,
+// quant_kquants.cc) and the optimized kernels. Q8_0, Q4_0, Q4_K and Q6_K are the block structs
+// of ggml's ggml-common.h (GGUF); int4_g* is lmstack's (see core/dtype.h). Plain structs and
+// constants only, so the ISA leaf files (*_avx512.cc) may include it.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace lmstack::kernels::qblock {
+
+// Q8_0: f16 d, then 32 int8; x = d * q.
+inline constexpr int kQ8_0Bytes = 34;
+// Q4_0: f16 d, then 16 bytes; byte j: element j (low nibble) and j + 16 (high); x = d(q - 8).
+inline constexpr int kQ4_0Bytes = 18;
+// Q4_K (256 elements): f16 d, f16 dmin, 12 bytes of 6-bit sub-scales/sub-mins (8 each), then
+// 128 bytes of nibbles: byte 32p + l holds element 64p + l (low) and 64p + 32 + l (high).
+// Sub-block j (32 elements): x = d * sc_j * q - dmin * m_j.
+inline constexpr int kQ4_KBytes = 144;
+inline constexpr int kQ4_KScalesAt = 4;
+inline constexpr int kQ4_KQsAt = 16;
+// Q6_K (256 elements): 128 bytes ql (low 4 bits), 64 bytes qh (high 2 bits), 16 int8
+// sub-scales (one per 16 elements), f16 d; x = d * sc_(i/16) * (q - 32). For half h (128
+// elements) and l < 32, with L = ql + 64h, H = qh + 32h:
+//   element 128h + l      : L[l] & 15      | (H[l] >> 0 & 3) << 4
+//   element 128h + l + 32 : L[l + 32] & 15 | (H[l] >> 2 & 3) << 4
+//   element 128h + l + 64 : L[l] >> 4      | (H[l] >> 4 & 3) << 4
+//   element 128h + l + 96 : L[l + 32] >> 4 | (H[l] >> 6 & 3) << 4
+inline constexpr int kQ6_KBytes = 210;
+inline constexpr int kQ6_KQhAt = 128;
+inline constexpr int kQ6_KScalesAt = 192;
+inline constexpr int kQ6_KDAt = 208;
+// int4_g*: f16 scale, u8 zero, u8 pad, then g/32 chunks of 16 bytes laid out as Q4_0's;
+// x = scale * (q - zero).
+inline constexpr int kInt4HeaderBytes = 4;
+
+inline uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+inline void store_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
+
+// Q4_K's packed 6-bit scale (sc) and min (m) of sub-block j < 8 from the 12 scale bytes.
+inline void q4k_scale_min(const uint8_t* s, int j, int* sc, int* m) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *m = s[j + 4] & 63;
+  } else {
+    *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+    *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+}  // namespace lmstack::kernels::qblock
