@@ -1,4 +1,5 @@
-// Token embedding lookup: copies (and widens bf16/f16 to f32) one table row per token id,
+// Token embedding lookup: copies (and widens bf16/f16 to f32, or dequantizes a block-quantized
+// row with quant.h's codec) one table row per token id,
 // rejecting ids outside the vocabulary with a RequestError that names the id and position.
 // A copy per row is already memory-bound, so there is one implementation and no table.
 // The backward scatters gradient rows back, accumulating for repeated ids.
@@ -7,6 +8,7 @@
 #include "lmstack/core/error.h"
 #include "lmstack/core/half.h"
 #include "lmstack/kernels/ops.h"
+#include "lmstack/kernels/quant.h"
 
 namespace lmstack::kernels {
 
@@ -31,8 +33,12 @@ void embedding_lookup(float* out, const Tensor& table, const int32_t* ids, int64
         convert_f16_to_f32(table.data<uint16_t>() + row * width, dst, width);
         break;
       default:
-        throw_error<ConfigError>("embedding table dtype {} is not supported (f32, bf16, f16)",
-                                 dtype_name(table.dtype()));
+        if (!is_row_codec_dtype(table.dtype()))
+          throw_error<ConfigError>(
+              "embedding table dtype {} is not supported (f32, bf16, f16, block-quantized)",
+              dtype_name(table.dtype()));
+        dequantize_rows(table, row, row + 1, dst);
+        break;
     }
   }
 }

@@ -105,6 +105,8 @@ void pack_b_nt(WeightType wt, const void* b, int64_t ldb, int64_t n0, int64_t nc
     case WeightType::kF16:
       pack_b_nt_typed<WeightType::kF16>(b, ldb, n0, nc, k0, kc, bp);
       break;
+    default:  // block-quantized types never reach this kernel (see WeightType)
+      break;
   }
 }
 

@@ -5,18 +5,42 @@
 // bf16/f16 conversion happens here, once per element per call) and sweeps the microkernel
 // over it. KC = 384 keeps an MR x KC A panel (21 KiB) in L1 and a KC x NC B block (768 KiB)
 // in L2 (2 MiB per core here); 384 beat 256 by 4% at K = 2048 (fewer C round trips).
+// Block-quantized B (WeightType kQ8_0 ...) is first dequantized, an NC x KC block at a time
+// with KC = 256 (a multiple of every block size), into a row-major f32 scratch that the f32
+// packer then reads, so each weight element is decoded once per call per thread.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "lmstack/core/thread_pool.h"
 #include "lmstack/kernels/gemm_kernels.h"
+#include "lmstack/kernels/quant.h"
 
 namespace lmstack::kernels {
 namespace {
 
 constexpr int64_t kKc = 384;
+constexpr int64_t kKcQuant = 256;
 constexpr int64_t kNc = 512;
+
+bool is_quant(WeightType wt) { return static_cast<int>(wt) >= static_cast<int>(WeightType::kQ8_0); }
+
+// The DType of a block-quantized WeightType (both enums list them in the same order).
+DType quant_dtype(WeightType wt) {
+  return static_cast<DType>(static_cast<int>(DType::kQ8_0) + static_cast<int>(wt) -
+                            static_cast<int>(WeightType::kQ8_0));
+}
+
+// Rows [n0, n0 + nc), columns [k0, k0 + kc) of quantized B [N, K] (row length k) as f32
+// [nc, kc]; k0 and kc are multiples of the block size.
+void dequantize_block(WeightType wt, const void* b, int64_t k, int64_t n0, int64_t nc, int64_t k0,
+                      int64_t kc, float* out) {
+  const DType t = quant_dtype(wt);
+  const int64_t row_bytes = dtype_bytes(t, k), skip = dtype_bytes(t, k0);
+  const auto* base = static_cast<const uint8_t*>(b);
+  for (int64_t r = 0; r < nc; ++r)
+    dequantize_row(t, base + (n0 + r) * row_bytes + skip, out + r * kc, kc);
+}
 
 // A 64-byte aligned scratch area of at least n floats, reused by this thread across calls
 // (allocating per call would page-fault megabytes each time). It is kept for the thread's
@@ -43,15 +67,21 @@ struct Job {
 
 // M panels [ip0, ip1) x columns [j0, j1) of C.
 void run_block(const Job& job, int64_t ip0, int64_t ip1, int64_t j0, int64_t j1) {
-  thread_local std::vector<float> b_buf;
+  thread_local std::vector<float> b_buf, deq_buf;
   const GemmIsa& isa = *job.isa;
   const int64_t mr = isa.mr, nr = isa.nr;
-  float* bp = scratch(b_buf, kKc * (kNc + nr));
+  const bool quant = is_quant(job.bt);
+  const int64_t kc_max = quant ? kKcQuant : kKc;
+  float* bp = scratch(b_buf, kc_max * (kNc + nr));
+  float* deq = quant ? scratch(deq_buf, kKcQuant * kNc) : nullptr;
   for (int64_t jc = j0; jc < j1; jc += kNc) {
     const int64_t nc = std::min(kNc, j1 - jc);
-    for (int64_t pc = 0; pc < job.k; pc += kKc) {
-      const int64_t kc = std::min(kKc, job.k - pc);
-      if (job.b_nt)
+    for (int64_t pc = 0; pc < job.k; pc += kc_max) {
+      const int64_t kc = std::min(kc_max, job.k - pc);
+      if (quant) {
+        dequantize_block(job.bt, job.b, job.ldb, jc, nc, pc, kc, deq);
+        isa.pack_b_nt(WeightType::kF32, deq, kc, 0, nc, 0, kc, bp);
+      } else if (job.b_nt)
         isa.pack_b_nt(job.bt, job.b, job.ldb, jc, nc, pc, kc, bp);
       else
         isa.pack_b_nn(static_cast<const float*>(job.b), job.ldb, jc, nc, pc, kc, bp);

@@ -13,8 +13,22 @@ class ThreadPool;
 
 namespace lmstack::kernels {
 
-// Weight element types the kernels read (converted to f32 in registers).
-enum class WeightType : int { kF32 = 0, kBF16 = 1, kF16 = 2 };
+// Weight element types the kernels read. f32/bf16/f16 are converted to f32 in registers by
+// the GEMV kernels and the B packers; the block-quantized types (same order as their DTypes)
+// reach only the GEMM driver, which dequantizes a block of B rows to f32 before packing it
+// (quantized GEMVs have their own kernels, quant_gemv.h).
+enum class WeightType : int {
+  kF32 = 0,
+  kBF16 = 1,
+  kF16 = 2,
+  kQ8_0,
+  kQ4_0,
+  kQ4_K,
+  kQ6_K,
+  kInt4G32,
+  kInt4G64,
+  kInt4G128,
+};
 
 // ---- GEMV (decode): y[r, j] for j in [n_begin, n_end), r < m ----------------------------
 // y[r * ldy + j] = sum_i x[r * k + i] * w[j * k + i] (+ bias[j]) (+ y[r * ldy + j] if
@@ -59,6 +73,7 @@ extern const GemmIsa kGemmIsaAvx2;
 // C[M, N] (+)= alpha * op(A) * op(B), blocked and threaded over `pool` with `isa`'s kernels
 // (gemm_driver.cc; a baseline file, not a leaf). A is f32 [M, K] (or [K, M] if trans_a);
 // B is [N, K] of type bt if b_nt, else f32 [K, N]. `add` selects C += over C =. k > 0.
+// A block-quantized bt needs b_nt and ldb = K (whole rows, K a multiple of its block).
 void gemm_blocked(ThreadPool& pool, const GemmIsa& isa, int64_t m, int64_t n, int64_t k,
                   float alpha, const float* a, int64_t lda, bool trans_a, WeightType bt,
                   const void* b, int64_t ldb, bool b_nt, float* c, int64_t ldc, bool add);

@@ -3,6 +3,9 @@
 // M rows, the N rows split in contiguous ranges across threads (one core cannot saturate
 // DRAM here). Larger M is compute-bound: the blocked GEMM of gemm_driver.cc, which converts
 // bf16/f16 weights to f32 panels once per call and runs an f32 FMA microkernel.
+// Block-quantized weights (quant.h) take the integer GEMV of quant_gemv.h for decode-sized
+// M (activations quantized to int8 on the fly) and the same blocked GEMM for larger M, whose
+// B packing dequantizes them.
 #include <algorithm>
 #include <span>
 
@@ -12,6 +15,7 @@
 #include "lmstack/kernels/linear_variants.h"
 #include "lmstack/kernels/ops.h"
 #include "lmstack/kernels/ops_ref.h"
+#include "lmstack/kernels/quant_gemv.h"
 
 namespace lmstack::kernels {
 namespace {
@@ -33,6 +37,20 @@ WeightType weight_type(const Tensor& w) {
       return WeightType::kBF16;
     case DType::kF16:
       return WeightType::kF16;
+    case DType::kQ8_0:
+      return WeightType::kQ8_0;
+    case DType::kQ4_0:
+      return WeightType::kQ4_0;
+    case DType::kQ4_K:
+      return WeightType::kQ4_K;
+    case DType::kQ6_K:
+      return WeightType::kQ6_K;
+    case DType::kInt4G32:
+      return WeightType::kInt4G32;
+    case DType::kInt4G64:
+      return WeightType::kInt4G64;
+    case DType::kInt4G128:
+      return WeightType::kInt4G128;
     default:
       break;
   }
@@ -40,11 +58,16 @@ WeightType weight_type(const Tensor& w) {
   return WeightType::kF32;
 }
 
-void linear_with(GemvFn* gemv, const GemmIsa& isa, ThreadPool& pool, float* y, const float* x,
-                 const Tensor& w, int64_t m, const float* bias, bool accumulate) {
+void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, const GemmIsa& isa, ThreadPool& pool,
+                 float* y, const float* x, const Tensor& w, int64_t m, const float* bias,
+                 bool accumulate) {
   const WeightType wt = weight_type(w);
   const int64_t n = w.dim(0), k = w.dim(1);
   if (m <= 0 || n <= 0) return;
+  if (is_quantized(w.dtype()) && m <= kGemvMaxRows && k > 0) {
+    linear_quant_gemv(quant_gemv, pool, y, x, w, m, bias, accumulate);
+    return;
+  }
   if (m <= kGemvMaxRows || k == 0) {
     // Blocks of 4 rows so thread ranges start on the kernel's row blocks.
     const int64_t blocks = (n + 3) / 4;
@@ -64,14 +87,20 @@ void linear_with(GemvFn* gemv, const GemmIsa& isa, ThreadPool& pool, float* y, c
   gemm_blocked(pool, isa, m, n, k, 1.0f, x, k, false, wt, w.raw_data(), k, true, y, n, accumulate);
 }
 
+void linear_avx512_vnni(ThreadPool& pool, float* y, const float* x, const Tensor& w, int64_t m,
+                        const float* bias, bool accumulate) {
+  linear_with(gemv_avx512, quant_gemv_avx512_vnni, kGemmIsaAvx512, pool, y, x, w, m, bias,
+              accumulate);
+}
+
 void linear_avx512(ThreadPool& pool, float* y, const float* x, const Tensor& w, int64_t m,
                    const float* bias, bool accumulate) {
-  linear_with(gemv_avx512, kGemmIsaAvx512, pool, y, x, w, m, bias, accumulate);
+  linear_with(gemv_avx512, quant_gemv_avx512, kGemmIsaAvx512, pool, y, x, w, m, bias, accumulate);
 }
 
 void linear_avx2(ThreadPool& pool, float* y, const float* x, const Tensor& w, int64_t m,
                  const float* bias, bool accumulate) {
-  linear_with(gemv_avx2, kGemmIsaAvx2, pool, y, x, w, m, bias, accumulate);
+  linear_with(gemv_avx2, quant_gemv_avx2, kGemmIsaAvx2, pool, y, x, w, m, bias, accumulate);
 }
 
 void linear_ref_variant(ThreadPool&, float* y, const float* x, const Tensor& w, int64_t m,
@@ -79,11 +108,13 @@ void linear_ref_variant(ThreadPool&, float* y, const float* x, const Tensor& w, 
   ref::linear(y, x, w, m, bias, accumulate);
 }
 
+bool avx512_vnni_ok() { return cpu_features().has_avx512() && cpu_features().avx512_vnni; }
 bool avx512_ok() { return cpu_features().has_avx512(); }
 bool avx2_ok() { return cpu_features().has_avx2_fma(); }
 bool always() { return true; }
 
 constexpr KernelVariant<LinearFn> kLinearVariants[] = {
+    {"avx512_vnni", linear_avx512_vnni, avx512_vnni_ok},
     {"avx512", linear_avx512, avx512_ok},
     {"avx2", linear_avx2, avx2_ok},
     {"ref", linear_ref_variant, always},

@@ -141,6 +141,8 @@ void gemv_avx512(WeightType wt, const void* w, int64_t k, int64_t n_begin, int64
     case WeightType::kF16:
       gemv_typed<WeightType::kF16>(w, k, n_begin, n_end, x, m, y, ldy, bias, accumulate);
       break;
+    default:  // block-quantized types never reach this kernel (see WeightType)
+      break;
   }
 }
 

@@ -1,11 +1,13 @@
 // Reference linear layer: y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]) (+ y[m, n]), one
-// output at a time, accumulated in double. The truth for linear_test.cc; see ops.h for the
-// contract and linear.cc for the fast paths.
+// output at a time, accumulated in double. Block-quantized weights are dequantized row by row
+// with quant.h's reference codec (so the truth is "dequantize, then an exact dot"). The truth for
+// linear_test.cc; see ops.h for the contract and linear.cc for the fast paths.
 #include <vector>
 
 #include "lmstack/core/error.h"
 #include "lmstack/core/half.h"
 #include "lmstack/kernels/ops_ref.h"
+#include "lmstack/kernels/quant.h"
 
 namespace lmstack::kernels::ref {
 namespace {
@@ -13,6 +15,10 @@ namespace {
 // Row n of w converted to f32 (w is f32, bf16 or f16, checked by the caller).
 void weight_row(const Tensor& w, int64_t n, std::vector<float>& out) {
   const int64_t k = w.dim(1);
+  if (is_quantized(w.dtype())) {
+    dequantize_rows(w, n, n + 1, out.data());
+    return;
+  }
   for (int64_t i = 0; i < k; ++i) {
     const int64_t at = n * k + i;
     switch (w.dtype()) {
@@ -35,8 +41,7 @@ void linear(float* y, const float* x, const Tensor& w, int64_t m, const float* b
             bool accumulate) {
   LMSTACK_CHECK(w.rank() == 2, "linear: weight must be 2-D, got {}", w.shape().str());
   const DType dt = w.dtype();
-  LMSTACK_CHECK(dt == DType::kF32 || dt == DType::kBF16 || dt == DType::kF16,
-                "linear: unsupported weight dtype {}", dtype_name(dt));
+  LMSTACK_CHECK(is_row_codec_dtype(dt), "linear: unsupported weight dtype {}", dtype_name(dt));
   const int64_t n_out = w.dim(0), k = w.dim(1);
   std::vector<float> row(static_cast<size_t>(k));
   for (int64_t n = 0; n < n_out; ++n) {

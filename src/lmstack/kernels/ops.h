@@ -21,8 +21,11 @@ namespace lmstack::kernels {
 // ---- matrix products -----------------------------------------------------------------
 
 // y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias[N] if not null) (+ y if accumulate).
-// w: 2-D Tensor, f32 | bf16 | f16 (block-quantized types are the quant issue's). For M == 1
-// this is a GEMV and is bandwidth-bound; for large M it is compute-bound.
+// w: 2-D Tensor, f32 | bf16 | f16 | a block-quantized type of quant.h (q8_0, q4_0, q4_K,
+// q6_K, int4_g*; K a multiple of its block). For M == 1 this is a GEMV and is bandwidth-bound;
+// for large M it is compute-bound. Quantized weights with M <= 16 quantize x to int8 per 32
+// elements on the fly, so y then differs from the f32 product by at most
+// sum over x blocks of (amax_block / 254) * sum |w| over the block.
 void linear(ThreadPool& pool, float* y, const float* x, const Tensor& w, int64_t m,
             const float* bias = nullptr, bool accumulate = false);
 
@@ -77,7 +80,7 @@ void add_inplace(float* y, const float* x, int64_t n);
 // Row-wise numerically stable softmax, in place.
 void softmax_rows(float* x, int64_t rows, int64_t dim);
 
-// out[t, :] = table[ids[t], :] as f32; table is [V, C] in f32 | bf16 | f16.
+// out[t, :] = table[ids[t], :] as f32; table is [V, C] in f32 | bf16 | f16 | block-quantized.
 // Throws RequestError naming the id if any ids[t] is outside [0, V).
 void embedding_lookup(float* out, const Tensor& table, const int32_t* ids, int64_t tokens);
 

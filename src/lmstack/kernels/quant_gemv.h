@@ -1,0 +1,54 @@
+// Decode-sized linear layers over block-quantized weights (the GEMV regime of linear()):
+// activations are quantized to int8 on the fly, one f32 scale per 32 elements (symmetric,
+// round to nearest, the Q8_0 rule), so each weight block's dot product runs on 8-bit integer
+// SIMD (VNNI vpdpbusd, or vpmaddubsw + vpmaddwd without it) and is scaled once per block.
+// quant_gemv.cc quantizes the activations and threads; quant_gemv_avx512.cc / _avx2.cc are
+// the leaf kernels (quant_gemv_impl.h). Plain data only here: the leaf files include it.
+#pragma once
+
+#include <cstdint>
+
+#include "lmstack/core/dtype.h"
+
+namespace lmstack::kernels {
+
+// M activation rows of length K (a multiple of 32), quantized: row r's block b is
+// q[r * k + 32 b ...] with scale d[r * (k / 32) + b]; x ~= d * q. sum32[r * (k/32) + b] =
+// d * sum(q over the block) and sum16[r * (k/16) + h] = d * sum(q over 16 elements): the
+// activation sums that weight offsets (zero points, mins, Q4_0's 8, Q6_K's 32) multiply.
+struct QuantizedRows {
+  const int8_t* q;
+  const float* d;
+  const float* sum32;
+  const float* sum16;
+  int64_t k;
+};
+
+// y[r * ldy + j] (+)= sum_i x[r, i] * w[j, i] (+ bias[j]) for j in [n_begin, n_end), r < m,
+// w being rows of dtype t (q8_0, q4_0, q4_K, q6_K, int4_g*) in their GGUF/lmstack layouts.
+using QuantGemvFn = void(DType t, const void* w, int64_t n_begin, int64_t n_end,
+                         const QuantizedRows& x, int64_t m, float* y, int64_t ldy,
+                         const float* bias, bool accumulate);
+QuantGemvFn quant_gemv_avx512_vnni;  // AVX-512 VL + VNNI
+QuantGemvFn quant_gemv_avx512;       // AVX-512 VL/BW, vpmaddubsw (no VNNI)
+QuantGemvFn quant_gemv_avx2;         // AVX2 + FMA + F16C
+
+}  // namespace lmstack::kernels
+
+namespace lmstack {
+class ThreadPool;
+class Tensor;
+}  // namespace lmstack
+
+namespace lmstack::kernels {
+
+// Quantizes the m rows of x [m, k] into `rows` (storage owned by the calling thread, reused
+// across calls; valid until its next call). k must be a multiple of 32.
+QuantizedRows quantize_activations(const float* x, int64_t m, int64_t k);
+
+// linear() for a block-quantized w and m <= 16: quantizes x, then splits w's rows across the
+// pool's threads, each running `gemv` on its range (quant_linear.cc).
+void linear_quant_gemv(QuantGemvFn* gemv, ThreadPool& pool, float* y, const float* x,
+                       const Tensor& w, int64_t m, const float* bias, bool accumulate);
+
+}  // namespace lmstack::kernels

@@ -1,0 +1,280 @@
+// The quantized GEMV leaf kernels, written once over 256-bit integer SIMD and compiled into
+// each ISA file (quant_gemv_avx512.cc twice: with VNNI and without; quant_gemv_avx2.cc) inside
+// a per-include namespace QG_NS, all with internal linkage, so no copy leaks into another
+// file's code (no include guard on purpose). Before including, define QG_NS and QG_VNNI (1:
+// vpdpbusd; 0: vpmaddubsw + vpmaddwd, exact here since |u| <= 128 and |s| <= 127 keep each
+// pair sum below 2^15).
+//
+// Per weight block of 32 and activation row r: isum = sum(u * s) over 8 int32 lanes (u the
+// unsigned weight codes, s the int8 activations), acc_r += float(isum) * (w_scale * x_scale)
+// lane-wise, and offsets (Q4_0's 8, Q6_K's 32, Q4_K's mins, int4 zero points) are folded in
+// through the activation block sums: sum((q - o) x) = sum(q x) - o sum(x).
+#include <immintrin.h>
+
+#include "lmstack/kernels/quant_blocks.h"
+#include "lmstack/kernels/quant_gemv.h"
+
+namespace lmstack::kernels {
+namespace {
+namespace QG_NS {
+
+constexpr int kMaxRows = 4;  // activation rows per pass over a weight row
+
+inline __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
+#if QG_VNNI
+  return _mm256_dpbusd_epi32(acc, u, s);
+#else
+  const __m256i pairs = _mm256_maddubs_epi16(u, s);
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+#endif
+}
+
+inline float f16(const uint8_t* p) { return _cvtsh_ss(qblock::load_u16(p)); }
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline __m256i load32(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+inline __m256i load_x(const QuantizedRows& x, int r, int64_t at) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + r * x.k + at));
+}
+
+// 16 bytes of Q4_0-style nibbles -> 32 codes: low nibbles (elements 0..15), then high.
+inline __m256i unpack_nibbles16(const uint8_t* p) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(v, 4), v);
+  return _mm256_and_si256(both, _mm256_set1_epi8(15));
+}
+
+// acc[r] += float(dot(u, x block b of row r)) * (scale * d_x[r, b]) for r < MT.
+template <int MT>
+inline void accumulate_block(__m256 acc[MT], __m256i u, const QuantizedRows& x, int64_t b,
+                             float scale) {
+  const int64_t nb = x.k / 32;
+  for (int r = 0; r < MT; ++r) {
+    const __m256i isum = dot_u8s8(_mm256_setzero_si256(), u, load_x(x, r, 32 * b));
+    const __m256 s = _mm256_set1_ps(scale * x.d[r * nb + b]);
+    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), s, acc[r]);
+  }
+}
+
+// Q8_0: signed weights, so the sign moves onto the activations (|w| * sign(x, w)).
+template <int MT>
+void row_q8_0(const uint8_t* w, const QuantizedRows& x, float out[MT]) {
+  const int64_t nb = x.k / 32;
+  __m256 acc[MT];
+  for (int r = 0; r < MT; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, w += qblock::kQ8_0Bytes) {
+    const __m256i wv = load32(w + 2);
+    const __m256i u = _mm256_abs_epi8(wv);
+    const float dw = f16(w);
+    for (int r = 0; r < MT; ++r) {
+      const __m256i s = _mm256_sign_epi8(load_x(x, r, 32 * b), wv);
+      const __m256i isum = dot_u8s8(_mm256_setzero_si256(), u, s);
+      acc[r] =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dw * x.d[r * nb + b]), acc[r]);
+    }
+  }
+  for (int r = 0; r < MT; ++r) out[r] = hsum(acc[r]);
+}
+
+// Q4_0: codes 0..15 with offset 8.
+template <int MT>
+void row_q4_0(const uint8_t* w, const QuantizedRows& x, float out[MT]) {
+  const int64_t nb = x.k / 32;
+  __m256 acc[MT];
+  float corr[MT] = {};
+  for (int r = 0; r < MT; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, w += qblock::kQ4_0Bytes) {
+    const float dw = f16(w);
+    accumulate_block<MT>(acc, unpack_nibbles16(w + 2), x, b, dw);
+    for (int r = 0; r < MT; ++r) corr[r] += dw * x.sum32[r * nb + b];
+  }
+  for (int r = 0; r < MT; ++r) out[r] = hsum(acc[r]) - 8.0f * corr[r];
+}
+
+// int4_g<G>: groups of G / 32 Q4_0-style chunks sharing one scale and zero point.
+template <int MT, int G>
+void row_int4(const uint8_t* w, const QuantizedRows& x, float out[MT]) {
+  const int64_t nb = x.k / 32;
+  __m256 acc[MT];
+  float corr[MT] = {};
+  for (int r = 0; r < MT; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b += G / 32, w += qblock::kInt4HeaderBytes + G / 2) {
+    const float s = f16(w), sz = s * static_cast<float>(w[2]);
+    for (int c = 0; c < G / 32; ++c) {
+      accumulate_block<MT>(acc, unpack_nibbles16(w + qblock::kInt4HeaderBytes + 16 * c), x, b + c,
+                           s);
+      for (int r = 0; r < MT; ++r) corr[r] += sz * x.sum32[r * nb + b + c];
+    }
+  }
+  for (int r = 0; r < MT; ++r) out[r] = hsum(acc[r]) - corr[r];
+}
+
+// Q4_K: super-blocks of 256 with 8 sub-blocks of 32, each x = d sc_j q - dmin m_j.
+template <int MT>
+void row_q4_k(const uint8_t* w, const QuantizedRows& x, float out[MT]) {
+  const int64_t nb = x.k / 32;
+  __m256 acc[MT];
+  float corr[MT] = {};
+  for (int r = 0; r < MT; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b += 8, w += qblock::kQ4_KBytes) {
+    const float d = f16(w), dmin = f16(w + 2);
+    float step[8], shift[8];
+    for (int j = 0; j < 8; ++j) {
+      int sc, m;
+      qblock::q4k_scale_min(w + qblock::kQ4_KScalesAt, j, &sc, &m);
+      step[j] = d * static_cast<float>(sc);
+      shift[j] = dmin * static_cast<float>(m);
+    }
+    for (int p = 0; p < 4; ++p) {
+      const __m256i v = load32(w + qblock::kQ4_KQsAt + 32 * p);
+      const __m256i lo = _mm256_and_si256(v, _mm256_set1_epi8(15));
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(15));
+      accumulate_block<MT>(acc, lo, x, b + 2 * p, step[2 * p]);
+      accumulate_block<MT>(acc, hi, x, b + 2 * p + 1, step[2 * p + 1]);
+    }
+    for (int r = 0; r < MT; ++r)
+      for (int j = 0; j < 8; ++j) corr[r] += shift[j] * x.sum32[r * nb + b + j];
+  }
+  for (int r = 0; r < MT; ++r) out[r] = hsum(acc[r]) - corr[r];
+}
+
+// Q6_K: super-blocks of 256, 6-bit codes (offset 32) with one int8 scale per 16 elements, so
+// the block scale is per half-vector: lanes 0-3 hold elements 0-15, lanes 4-7 elements 16-31.
+template <int MT>
+void row_q6_k(const uint8_t* w, const QuantizedRows& x, float out[MT]) {
+  const int64_t nb = x.k / 32, n16 = x.k / 16;
+  const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(0x30);
+  __m256 acc[MT];
+  float corr[MT] = {};
+  for (int r = 0; r < MT; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b += 8, w += qblock::kQ6_KBytes) {
+    const float d = f16(w + qblock::kQ6_KDAt);
+    const auto* sc = reinterpret_cast<const int8_t*>(w + qblock::kQ6_KScalesAt);
+    float step[16];
+    for (int i = 0; i < 16; ++i) step[i] = d * static_cast<float>(sc[i]);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i l0 = load32(w + 64 * h), l1 = load32(w + 64 * h + 32);
+      const __m256i hb = load32(w + qblock::kQ6_KQhAt + 32 * h);
+      const __m256i q[4] = {
+          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2)),
+          _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m2)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                          _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2))};
+      for (int g = 0; g < 4; ++g) {
+        const int64_t blk = b + 4 * h + g;
+        const int s = 8 * h + 2 * g;  // sub-block scale index of the first 16 elements
+        const __m256 lane_scale = _mm256_set_m128(_mm_set1_ps(step[s + 1]), _mm_set1_ps(step[s]));
+        for (int r = 0; r < MT; ++r) {
+          const __m256i isum = dot_u8s8(_mm256_setzero_si256(), q[g], load_x(x, r, 32 * blk));
+          const __m256 sv = _mm256_mul_ps(lane_scale, _mm256_set1_ps(x.d[r * nb + blk]));
+          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), sv, acc[r]);
+        }
+      }
+    }
+    for (int r = 0; r < MT; ++r)
+      for (int i = 0; i < 16; ++i) corr[r] += step[i] * x.sum16[r * n16 + 2 * b + i];
+  }
+  for (int r = 0; r < MT; ++r) out[r] = hsum(acc[r]) - 32.0f * corr[r];
+}
+
+template <int MT>
+void row_dot(DType t, const uint8_t* w, const QuantizedRows& x, float out[MT]) {
+  switch (t) {
+    case DType::kQ8_0:
+      return row_q8_0<MT>(w, x, out);
+    case DType::kQ4_0:
+      return row_q4_0<MT>(w, x, out);
+    case DType::kQ4_K:
+      return row_q4_k<MT>(w, x, out);
+    case DType::kQ6_K:
+      return row_q6_k<MT>(w, x, out);
+    case DType::kInt4G32:
+      return row_int4<MT, 32>(w, x, out);
+    case DType::kInt4G64:
+      return row_int4<MT, 64>(w, x, out);
+    default:
+      return row_int4<MT, 128>(w, x, out);
+  }
+}
+
+// Rows [n_begin, n_end) for activation rows [r0, r0 + MT); the next weight row is
+// prefetched while this one is computed.
+template <int MT>
+void gemv_rows(DType t, const uint8_t* w, int64_t row_bytes, int64_t n_begin, int64_t n_end,
+               const QuantizedRows& x, float* y, int64_t ldy, const float* bias, bool accumulate) {
+  for (int64_t j = n_begin; j < n_end; ++j) {
+    const uint8_t* row = w + j * row_bytes;
+    if (j + 1 < n_end)
+      for (int64_t at = 0; at < row_bytes; at += 64)
+        _mm_prefetch(row + row_bytes + at, _MM_HINT_T0);
+    float out[MT];
+    row_dot<MT>(t, row, x, out);
+    for (int r = 0; r < MT; ++r) {
+      const float v = out[r] + (bias ? bias[j] : 0.0f);
+      float& dst = y[r * ldy + j];
+      dst = accumulate ? dst + v : v;
+    }
+  }
+}
+
+// Bytes of one weight row of k elements (dtype_bytes, without leaving this file).
+inline int64_t row_bytes_of(DType t, int64_t k) {
+  switch (t) {
+    case DType::kQ8_0:
+      return k / 32 * qblock::kQ8_0Bytes;
+    case DType::kQ4_0:
+      return k / 32 * qblock::kQ4_0Bytes;
+    case DType::kQ4_K:
+      return k / 256 * qblock::kQ4_KBytes;
+    case DType::kQ6_K:
+      return k / 256 * qblock::kQ6_KBytes;
+    case DType::kInt4G32:
+      return k / 32 * (qblock::kInt4HeaderBytes + 16);
+    case DType::kInt4G64:
+      return k / 64 * (qblock::kInt4HeaderBytes + 32);
+    default:
+      return k / 128 * (qblock::kInt4HeaderBytes + 64);
+  }
+}
+
+inline QuantizedRows offset_rows(const QuantizedRows& x, int64_t r) {
+  return {x.q + r * x.k, x.d + r * (x.k / 32), x.sum32 + r * (x.k / 32), x.sum16 + r * (x.k / 16),
+          x.k};
+}
+
+void gemv(DType t, const void* w, int64_t n_begin, int64_t n_end, const QuantizedRows& x, int64_t m,
+          float* y, int64_t ldy, const float* bias, bool accumulate) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const int64_t row_bytes = row_bytes_of(t, x.k);
+  for (int64_t r = 0; r < m; r += kMaxRows) {
+    const QuantizedRows xr = offset_rows(x, r);
+    float* yr = y + r * ldy;
+    switch (m - r >= kMaxRows ? kMaxRows : m - r) {
+      case 1:
+        gemv_rows<1>(t, wb, row_bytes, n_begin, n_end, xr, yr, ldy, bias, accumulate);
+        break;
+      case 2:
+        gemv_rows<2>(t, wb, row_bytes, n_begin, n_end, xr, yr, ldy, bias, accumulate);
+        break;
+      case 3:
+        gemv_rows<3>(t, wb, row_bytes, n_begin, n_end, xr, yr, ldy, bias, accumulate);
+        break;
+      default:
+        gemv_rows<4>(t, wb, row_bytes, n_begin, n_end, xr, yr, ldy, bias, accumulate);
+        break;
+    }
+  }
+}
+
+}  // namespace QG_NS
+}  // namespace
+}  // namespace lmstack::kernels

@@ -1,0 +1,69 @@
+// The threaded front end of the quantized GEMV (quant_gemv.h): activation quantization, one
+// f32 scale per 32 elements, d = amax / 127 and q = round(x / d) (the Q8_0 rule, so an
+// activation element is off by at most d / 2), then the weight rows split into contiguous
+// ranges per thread. Quantizing x costs O(m k) once per call against O(n k) weight bytes.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "lmstack/core/error.h"
+#include "lmstack/core/tensor.h"
+#include "lmstack/core/thread_pool.h"
+#include "lmstack/kernels/quant_gemv.h"
+
+namespace lmstack::kernels {
+namespace {
+
+struct ActivationBuffers {
+  std::vector<int8_t> q;
+  std::vector<float> d, sum32, sum16;
+};
+
+void quantize_block(const float* x, int8_t* q, float* d, float* sum32, float* sum16) {
+  float amax = 0.0f;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float scale = amax / 127.0f;
+  const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+  int s0 = 0, s1 = 0;
+  for (int i = 0; i < 32; ++i) {
+    const int v = static_cast<int>(std::nearbyint(x[i] * inv));
+    q[i] = static_cast<int8_t>(v);
+    (i < 16 ? s0 : s1) += v;
+  }
+  *d = scale;
+  *sum32 = scale * static_cast<float>(s0 + s1);
+  sum16[0] = scale * static_cast<float>(s0);
+  sum16[1] = scale * static_cast<float>(s1);
+}
+
+}  // namespace
+
+QuantizedRows quantize_activations(const float* x, int64_t m, int64_t k) {
+  LMSTACK_CHECK(k % 32 == 0, "quantize_activations: k {} is not a multiple of 32", k);
+  thread_local ActivationBuffers buf;
+  const int64_t nb = k / 32;
+  buf.q.resize(static_cast<size_t>(m * k));
+  buf.d.resize(static_cast<size_t>(m * nb));
+  buf.sum32.resize(static_cast<size_t>(m * nb));
+  buf.sum16.resize(static_cast<size_t>(2 * m * nb));
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t b = 0; b < nb; ++b)
+      quantize_block(x + r * k + 32 * b, buf.q.data() + r * k + 32 * b, &buf.d[r * nb + b],
+                     &buf.sum32[r * nb + b], &buf.sum16[2 * (r * nb + b)]);
+  return {buf.q.data(), buf.d.data(), buf.sum32.data(), buf.sum16.data(), k};
+}
+
+void linear_quant_gemv(QuantGemvFn* gemv, ThreadPool& pool, float* y, const float* x,
+                       const Tensor& w, int64_t m, const float* bias, bool accumulate) {
+  const int64_t n = w.dim(0), k = w.dim(1);
+  const QuantizedRows xq = quantize_activations(x, m, k);
+  // Ranges of whole rows; 8 rows at least so a range is worth a thread.
+  pool.parallel_for(
+      n,
+      [&](int64_t j0, int64_t j1) {
+        gemv(w.dtype(), w.raw_data(), j0, j1, xq, m, y, n, bias, accumulate);
+      },
+      8);
+}
+
+}  // namespace lmstack::kernels

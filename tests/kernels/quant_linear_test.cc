@@ -1,0 +1,138 @@
+// linear() and embedding_lookup() over block-quantized weights: every supported linear variant
+// against the reference (dequantize with quant.h's codec, then a dot in double) for each quant
+// type, decode-sized M (the int8 GEMV, M <= 16) and prefill-sized M (the blocked GEMM whose
+// packing dequantizes), odd N (tails of every row range and register tile) and K from one
+// block to 2816 (tinyllama's 5632 / 2). The GEMV quantizes activations to int8 per 32
+// elements, so its bound adds sum_b (amax_b / 254) * sum_{i in b} |w_i| (ops.h).
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "lmstack/kernels/linear_variants.h"
+#include "lmstack/kernels/ops.h"
+#include "lmstack/kernels/ops_ref.h"
+#include "lmstack/kernels/quant.h"
+
+namespace lmstack::kernels {
+namespace {
+
+constexpr int64_t kGemvMaxRows = 16;  // linear.cc: M up to this takes the quantized GEMV
+
+const DType kQuantTypes[] = {DType::kQ8_0,    DType::kQ4_0,    DType::kQ4_K,    DType::kQ6_K,
+                             DType::kInt4G32, DType::kInt4G64, DType::kInt4G128};
+
+std::vector<float> random_vec(int64_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& e : v) e = dist(rng);
+  return v;
+}
+
+// The allowed |got - want| of output (r, j): f32 accumulation in any order (2e-6 of the
+// magnitude of the terms), plus, on the GEMV path, the activation quantization error.
+double bound(const std::vector<float>& x, const std::vector<float>& wf, int64_t r, int64_t j,
+             int64_t m, int64_t k, double extra) {
+  double mag = extra, quant = 0.0;
+  for (int64_t b = 0; b < k / 32; ++b) {
+    double amax = 0.0, wsum = 0.0;
+    for (int64_t i = 32 * b; i < 32 * b + 32; ++i) {
+      const double xi = x[static_cast<size_t>(r * k + i)], wi = wf[static_cast<size_t>(j * k + i)];
+      mag += std::fabs(xi * wi);
+      amax = std::max(amax, std::fabs(xi));
+      wsum += std::fabs(wi);
+    }
+    quant += amax / 254.0 * wsum;
+  }
+  return 2e-6 * mag + 1e-6 + (m <= kGemvMaxRows ? quant * (1 + 1e-6) : 0.0);
+}
+
+void check(const KernelVariant<LinearFn>& v, ThreadPool& pool, DType t, int64_t m, int64_t n,
+           int64_t k, bool use_bias, bool accumulate, std::mt19937& rng) {
+  const std::vector<float> wsrc = random_vec(n * k, rng);
+  const Tensor w = quantize_matrix(pool, wsrc.data(), n, k, t);
+  std::vector<float> wf(static_cast<size_t>(n * k));
+  dequantize_rows(w, 0, n, wf.data());
+  const std::vector<float> x = random_vec(m * k, rng, -2.0f, 1.0f);  // skewed: nonzero sums
+  const std::vector<float> bias = use_bias ? random_vec(n, rng) : std::vector<float>{};
+  const std::vector<float> y0 =
+      accumulate ? random_vec(m * n, rng) : std::vector<float>(m * n, NAN);
+  std::vector<float> want = y0, got = y0;
+  const float* bp = use_bias ? bias.data() : nullptr;
+  ref::linear(want.data(), x.data(), w, m, bp, accumulate);
+  v.fn(pool, got.data(), x.data(), w, m, bp, accumulate);
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t j = 0; j < n; ++j) {
+      const size_t at = static_cast<size_t>(r * n + j);
+      const double extra = (use_bias ? std::fabs(bias[static_cast<size_t>(j)]) : 0.0) +
+                           (accumulate ? std::fabs(y0[at]) : 0.0);
+      ASSERT_NEAR(got[at], want[at], bound(x, wf, r, j, m, k, extra))
+          << v.name << " " << dtype_name(t) << " m=" << m << " n=" << n << " k=" << k
+          << " bias=" << use_bias << " acc=" << accumulate << " threads=" << pool.num_threads()
+          << " at [" << r << ", " << j << "]";
+    }
+  }
+}
+
+TEST(QuantLinear, EveryVariantMatchesDequantizedReference) {
+  std::mt19937 rng(2024);
+  ThreadPool pool1(1), pool2(2);
+  int cases = 0;
+  for (const auto& v : linear_variants()) {
+    if (!v.supported()) {
+      std::printf("skipping unsupported variant %s\n", v.name);
+      continue;
+    }
+    for (DType t : kQuantTypes) {
+      for (int64_t k : {32, 256, 768, 2816}) {
+        if (k % dtype_info(t).block_size != 0) continue;
+        for (int64_t m : {1, 3, 16, 17, 33}) {
+          const int64_t n = (m * 7 + k / 32) % 2 ? 37 : 9;
+          const int flags = static_cast<int>((m + k / 32) % 4);
+          ThreadPool& pool = (m + n) % 2 ? pool2 : pool1;
+          check(v, pool, t, m, n, k, flags & 1, flags & 2, rng);
+          if (HasFatalFailure()) return;
+          ++cases;
+        }
+      }
+    }
+  }
+  EXPECT_GT(cases, 0);
+}
+
+TEST(QuantLinear, SingleRowAndTinyShapes) {
+  std::mt19937 rng(3);
+  ThreadPool pool(2);
+  for (DType t : kQuantTypes) {
+    const int64_t k = dtype_info(t).block_size;
+    for (int64_t n : {1, 2, 3, 8, 9})
+      check({"dispatch", linear, [] { return true; }}, pool, t, 1, n, k, true, false, rng);
+  }
+}
+
+TEST(QuantEmbedding, LookupDequantizesRowsAndRejectsBadIds) {
+  std::mt19937 rng(11);
+  ThreadPool pool(2);
+  const int64_t vocab = 19, width = 512;
+  const std::vector<float> src = random_vec(vocab * width, rng);
+  for (DType t : kQuantTypes) {
+    const Tensor table = quantize_matrix(pool, src.data(), vocab, width, t);
+    const int32_t ids[] = {0, 18, 7, 7, 3};
+    std::vector<float> got(5 * width), want(static_cast<size_t>(width));
+    embedding_lookup(got.data(), table, ids, 5);
+    for (int i = 0; i < 5; ++i) {
+      dequantize_rows(table, ids[i], ids[i] + 1, want.data());
+      for (int64_t c = 0; c < width; ++c)
+        ASSERT_EQ(got[static_cast<size_t>(i * width + c)], want[static_cast<size_t>(c)])
+            << dtype_name(t) << " token " << i << " column " << c;
+    }
+    const int32_t bad[] = {2, 19};
+    EXPECT_THROW(embedding_lookup(got.data(), table, bad, 2), RequestError) << dtype_name(t);
+  }
+}
+
+}  // namespace
+}  // namespace lmstack::kernels
