@@ -7,6 +7,7 @@
 
 #include "lmstack/core/file.h"
 #include "lmstack/core/log.h"
+#include "lmstack/model/gguf_model.h"
 
 namespace lmstack::model {
 namespace {
@@ -86,6 +87,8 @@ void write_weights(const std::string& dir,
 }  // namespace
 
 ModelDir load_model_dir(const std::string& dir) {
+  if (dir.size() > 5 && dir.compare(dir.size() - 5, 5, ".gguf") == 0 && !is_directory(dir))
+    return load_gguf_model(dir);
   if (!is_directory(dir)) throw_error<IoError>("{}: not a model directory", dir);
   ModelDir m;
   m.path = dir;

@@ -3,7 +3,8 @@
 // generation_config.json when present. Loading maps the weights and arranges them as
 // ModelWeights (weights.h); writing produces the same layout transformers writes, GPT-2's
 // Conv1D weights included, so `lmstack init-model` output loads in transformers unchanged.
-// Not here: GGUF (model/gguf), quantized checkpoints, the tokenizer itself (tokenizer/).
+// Not here: GGUF (model/gguf_model.h; load_model_dir dispatches .gguf paths there), quantized
+// checkpoints, the tokenizer itself (tokenizer/).
 #pragma once
 
 #include <string>
@@ -28,7 +29,7 @@ struct ModelDir {
   Json generation_config;             // generation_config.json (null when absent)
 };
 
-// Loads a model directory. Throws IoError (unreadable), ConfigError (config.json: field,
+// Loads a model directory, or a GGUF file when `dir` ends in ".gguf" (see gguf_model.h). Throws IoError (unreadable), ConfigError (config.json: field,
 // architecture) or FormatError (safetensors or index: names the file and the tensor or field:
 // missing, mis-shaped, non-float dtype, more layers in the files than the config says).
 // The returned weights keep their files mapped for as long as any tensor lives.

@@ -131,6 +131,10 @@ void BpeModel::add_merge(int32_t left, int32_t right, int32_t merged) {
   if (pairs_.insert(left, right, {static_cast<int32_t>(num_merges_), merged})) ++num_merges_;
 }
 
+void BpeModel::add_merge(int32_t left, int32_t right, int32_t merged, int32_t rank) {
+  if (pairs_.insert(left, right, {rank, merged})) ++num_merges_;
+}
+
 std::string_view BpeModel::symbol(int32_t id) const {
   if (id < 0 || static_cast<size_t>(id) >= symbol_span_.size()) return {};
   const auto [off, len_plus1] = symbol_span_[id];

@@ -47,6 +47,9 @@ class BpeModel {
   void add_token(int32_t id, std::string_view symbol, std::string_view source);
   // Adds the next merge of the merge list (kByMergeList): left + right -> merged.
   void add_merge(int32_t left, int32_t right, int32_t merged);
+  // Adds a merge with an explicit rank; pairs of equal rank merge leftmost first (SentencePiece
+  // vocabularies rank every pair by the score of the token it makes).
+  void add_merge(int32_t left, int32_t right, int32_t merged, int32_t rank);
   // Finishes building: fixes the byte -> id table and options; call once.
   void finalize(const BpeOptions& options);
 

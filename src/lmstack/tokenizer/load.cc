@@ -3,6 +3,7 @@
 
 #include "lmstack/core/error.h"
 #include "lmstack/core/file.h"
+#include "lmstack/core/gguf.h"
 #include "lmstack/core/json.h"
 #include "lmstack/tokenizer/tokenizer_impl.h"
 
@@ -90,6 +91,8 @@ Tokenizer Tokenizer::load(const std::string& path, const std::string& encoding_h
     dir = fs::path(path).parent_path().string();
     if (dir.empty()) dir = ".";
     const std::string name = fs::path(path).filename().string();
+    if (fs::path(path).extension() == ".gguf")
+      return from_gguf(GgufFile(path));  // everything is in the file's metadata
     if (name == "encoder.json" || name == "vocab.bpe")
       t = load_directory(dir, encoding_hint);
     else if (fs::path(path).extension() == ".json")

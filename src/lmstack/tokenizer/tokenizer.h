@@ -25,6 +25,7 @@
 
 namespace lmstack {
 class ThreadPool;
+class GgufFile;
 }
 
 namespace lmstack::tokenizer {
@@ -47,7 +48,8 @@ class Tokenizer {
   //     it supply bos/eos tokens, add_bos_token and the chat template;
   //   - a directory with encoder.json + vocab.bpe (GPT-2);
   //   - a .tiktoken rank file: the encoding (pattern and special tokens) comes from
-  //     `encoding_hint` or else the file name (r50k_base, cl100k_base, o200k_base, llama3).
+  //     `encoding_hint` or else the file name (r50k_base, cl100k_base, o200k_base, llama3);
+  //   - a .gguf model file: its tokenizer.* metadata (see from_gguf).
   // Throws IoError / FormatError / ConfigError naming the file and field at fault.
   static Tokenizer load(const std::string& path, const std::string& encoding_hint = "");
   // Builders from contents (source names the data in errors).
@@ -56,6 +58,12 @@ class Tokenizer {
   static Tokenizer from_gpt2(std::string_view encoder_json, std::string_view vocab_bpe,
                              const std::string& source);
   static Tokenizer from_hf_json(std::string_view tokenizer_json, const std::string& source);
+  // From a GGUF file's metadata: tokenizer.ggml.model "gpt2" (byte-level BPE with merges and the
+  // pre-tokenizer named by tokenizer.ggml.pre) or "llama" (SentencePiece BPE by score with byte
+  // fallback); bos/eos, add_bos_token and the chat template from their keys. Throws
+  // FormatError/ConfigError naming the file and key (unknown model or pre type, sizes that
+  // disagree, merges naming absent tokens). See gguf_vocab.cc.
+  static Tokenizer from_gguf(const GgufFile& file);
 
   // Token ids of `text` (any bytes; invalid UTF-8 is encoded byte by byte by byte-level
   // models and through byte fallback by SentencePiece-style ones).

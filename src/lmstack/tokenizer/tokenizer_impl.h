@@ -73,5 +73,6 @@ std::shared_ptr<TokenizerImpl> build_gpt2(std::string_view encoder_json, std::st
                                           const std::string& source);
 std::shared_ptr<TokenizerImpl> build_hf_json(std::string_view tokenizer_json,
                                              const std::string& source);
+std::shared_ptr<TokenizerImpl> build_gguf(const GgufFile& file);  // gguf_vocab.cc
 
 }  // namespace lmstack::tokenizer

@@ -1,0 +1,68 @@
+// Shared by the GGUF model tests: seeded reference models made by init_model from a config
+// JSON, and full-sequence logits through the one Decoder.
+#pragma once
+
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "lmstack/core/file.h"
+#include "lmstack/model/decoder.h"
+#include "lmstack/model/init_model.h"
+#include "lmstack/model/kv_cache.h"
+#include "lmstack/model/model_dir.h"
+#include "test_util.h"
+
+namespace lmstack::model::gguf_test {
+
+// The seed tools/ref/gen_gguf_golden.py passes to init-model.
+inline constexpr uint64_t kGoldenSeed = 7;
+
+inline std::string golden(const std::string& name) {
+  return test::source_path("tests/data/model/gguf/" + name);
+}
+
+// A model directory from `config` (HF config.json fields) with weights stored as `dtype`.
+inline ModelDir make_reference(Json config, DType dtype, const std::string& dir_name,
+                               const std::string& tokenizer_json = "") {
+  config["torch_dtype"] = dtype == DType::kF32   ? "float32"
+                          : dtype == DType::kF16 ? "float16"
+                                                 : "bfloat16";
+  InitModelOptions o;
+  o.config = ModelConfig::from_json(config, dir_name);
+  o.out_dir = test::temp_dir(dir_name);
+  o.seed = kGoldenSeed;
+  o.tokenizer_path = tokenizer_json;
+  o.num_threads = 2;
+  init_model(o);
+  return load_model_dir(o.out_dir);
+}
+
+inline std::vector<float> logits_of(const ModelConfig& c, const ModelWeights& w,
+                                    const std::vector<int32_t>& tokens) {
+  ThreadPool pool(2);
+  Decoder dec(c, w, pool);
+  const int bs = 16, nb = (static_cast<int>(tokens.size()) + bs - 1) / bs;
+  KvCache cache(c, nb, bs);
+  std::vector<int32_t> blocks(static_cast<size_t>(nb));
+  std::iota(blocks.begin(), blocks.end(), 0);
+  ForwardBatch batch;
+  batch.add_sequence(tokens, 0, blocks, bs, true, true);
+  std::vector<float> logits;
+  dec.forward(batch, cache, logits);
+  return logits;
+}
+
+inline const std::vector<int32_t>& sample_tokens() {
+  static const std::vector<int32_t> t = {1,  5,  9, 200, 17, 3, 44,  101, 7, 250,
+                                         99, 12, 8, 64,  33, 2, 400, 511, 0, 300};
+  return t;
+}
+
+inline double max_abs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, static_cast<double>(std::abs(x)));
+  return m;
+}
+
+}  // namespace lmstack::model::gguf_test
