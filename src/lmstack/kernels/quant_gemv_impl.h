@@ -66,64 +66,85 @@ inline void accumulate_block(__m256 acc[MT], __m256i u, const QuantizedRows& x, 
 
 // Q8_0: signed weights, so the sign moves onto the activations (|w| * sign(x, w)).
 template <int MT>
-void row_q8_0(const uint8_t* w, const QuantizedRows& x, float out[MT]) {
+inline void q8_0_block(__m256 acc[MT], const uint8_t* w, const QuantizedRows& x, int64_t b) {
   const int64_t nb = x.k / 32;
-  __m256 acc[MT];
-  for (int r = 0; r < MT; ++r) acc[r] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b, w += qblock::kQ8_0Bytes) {
-    const __m256i wv = load32(w + 2);
-    const __m256i u = _mm256_abs_epi8(wv);
-    const float dw = f16(w);
-    for (int r = 0; r < MT; ++r) {
-      const __m256i s = _mm256_sign_epi8(load_x(x, r, 32 * b), wv);
-      const __m256i isum = dot_u8s8(_mm256_setzero_si256(), u, s);
-      acc[r] =
-          _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dw * x.d[r * nb + b]), acc[r]);
-    }
+  const __m256i wv = load32(w + 2);
+  const __m256i u = _mm256_abs_epi8(wv);
+  const float dw = f16(w);
+  for (int r = 0; r < MT; ++r) {
+    const __m256i s = _mm256_sign_epi8(load_x(x, r, 32 * b), wv);
+    const __m256i isum = dot_u8s8(_mm256_setzero_si256(), u, s);
+    acc[r] =
+        _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dw * x.d[r * nb + b]), acc[r]);
   }
-  for (int r = 0; r < MT; ++r) out[r] = hsum(acc[r]);
 }
 
-// Q4_0: codes 0..15 with offset 8.
+// Two accumulator sets, even and odd blocks, so consecutive blocks' FMAs do not wait on each
+// other's 4-cycle latency (one chain capped Q4_0 at ~8 weights per cycle).
+template <int MT>
+void row_q8_0(const uint8_t* w, const QuantizedRows& x, float out[MT]) {
+  const int64_t nb = x.k / 32;
+  __m256 acc0[MT], acc1[MT];
+  for (int r = 0; r < MT; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2, w += 2 * qblock::kQ8_0Bytes) {
+    q8_0_block<MT>(acc0, w, x, b);
+    q8_0_block<MT>(acc1, w + qblock::kQ8_0Bytes, x, b + 1);
+  }
+  if (b < nb) q8_0_block<MT>(acc0, w, x, b);
+  for (int r = 0; r < MT; ++r) out[r] = hsum(_mm256_add_ps(acc0[r], acc1[r]));
+}
+
+// Q4_0: codes 0..15 with offset 8 (even and odd blocks on separate accumulators).
 template <int MT>
 void row_q4_0(const uint8_t* w, const QuantizedRows& x, float out[MT]) {
   const int64_t nb = x.k / 32;
-  __m256 acc[MT];
+  __m256 acc0[MT], acc1[MT];
   float corr[MT] = {};
-  for (int r = 0; r < MT; ++r) acc[r] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b, w += qblock::kQ4_0Bytes) {
-    const float dw = f16(w);
-    accumulate_block<MT>(acc, unpack_nibbles16(w + 2), x, b, dw);
-    for (int r = 0; r < MT; ++r) corr[r] += dw * x.sum32[r * nb + b];
+  for (int r = 0; r < MT; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2, w += 2 * qblock::kQ4_0Bytes) {
+    const float d0 = f16(w), d1 = f16(w + qblock::kQ4_0Bytes);
+    accumulate_block<MT>(acc0, unpack_nibbles16(w + 2), x, b, d0);
+    accumulate_block<MT>(acc1, unpack_nibbles16(w + qblock::kQ4_0Bytes + 2), x, b + 1, d1);
+    for (int r = 0; r < MT; ++r) corr[r] += d0 * x.sum32[r * nb + b] + d1 * x.sum32[r * nb + b + 1];
   }
-  for (int r = 0; r < MT; ++r) out[r] = hsum(acc[r]) - 8.0f * corr[r];
+  if (b < nb) {
+    const float d0 = f16(w);
+    accumulate_block<MT>(acc0, unpack_nibbles16(w + 2), x, b, d0);
+    for (int r = 0; r < MT; ++r) corr[r] += d0 * x.sum32[r * nb + b];
+  }
+  for (int r = 0; r < MT; ++r) out[r] = hsum(_mm256_add_ps(acc0[r], acc1[r])) - 8.0f * corr[r];
 }
 
 // int4_g<G>: groups of G / 32 Q4_0-style chunks sharing one scale and zero point.
 template <int MT, int G>
 void row_int4(const uint8_t* w, const QuantizedRows& x, float out[MT]) {
   const int64_t nb = x.k / 32;
-  __m256 acc[MT];
+  __m256 acc[2][MT];
   float corr[MT] = {};
-  for (int r = 0; r < MT; ++r) acc[r] = _mm256_setzero_ps();
+  for (int r = 0; r < MT; ++r) acc[0][r] = acc[1][r] = _mm256_setzero_ps();
+  int parity = 0;  // G = 32: alternate whole groups; else alternate chunks within a group
   for (int64_t b = 0; b < nb; b += G / 32, w += qblock::kInt4HeaderBytes + G / 2) {
     const float s = f16(w), sz = s * static_cast<float>(w[2]);
+#pragma GCC unroll 4
     for (int c = 0; c < G / 32; ++c) {
-      accumulate_block<MT>(acc, unpack_nibbles16(w + qblock::kInt4HeaderBytes + 16 * c), x, b + c,
-                           s);
+      accumulate_block<MT>(acc[G == 32 ? parity : c & 1],
+                           unpack_nibbles16(w + qblock::kInt4HeaderBytes + 16 * c), x, b + c, s);
       for (int r = 0; r < MT; ++r) corr[r] += sz * x.sum32[r * nb + b + c];
     }
+    parity ^= 1;
   }
-  for (int r = 0; r < MT; ++r) out[r] = hsum(acc[r]) - corr[r];
+  for (int r = 0; r < MT; ++r) out[r] = hsum(_mm256_add_ps(acc[0][r], acc[1][r])) - corr[r];
 }
 
 // Q4_K: super-blocks of 256 with 8 sub-blocks of 32, each x = d sc_j q - dmin m_j.
 template <int MT>
 void row_q4_k(const uint8_t* w, const QuantizedRows& x, float out[MT]) {
   const int64_t nb = x.k / 32;
-  __m256 acc[MT];
+  __m256 acc[MT], acc_hi[MT];  // low- and high-nibble sub-blocks: two FMA chains
   float corr[MT] = {};
-  for (int r = 0; r < MT; ++r) acc[r] = _mm256_setzero_ps();
+  for (int r = 0; r < MT; ++r) acc[r] = acc_hi[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; b += 8, w += qblock::kQ4_KBytes) {
     const float d = f16(w), dmin = f16(w + 2);
     float step[8], shift[8];
@@ -138,12 +159,12 @@ void row_q4_k(const uint8_t* w, const QuantizedRows& x, float out[MT]) {
       const __m256i lo = _mm256_and_si256(v, _mm256_set1_epi8(15));
       const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(15));
       accumulate_block<MT>(acc, lo, x, b + 2 * p, step[2 * p]);
-      accumulate_block<MT>(acc, hi, x, b + 2 * p + 1, step[2 * p + 1]);
+      accumulate_block<MT>(acc_hi, hi, x, b + 2 * p + 1, step[2 * p + 1]);
     }
     for (int r = 0; r < MT; ++r)
       for (int j = 0; j < 8; ++j) corr[r] += shift[j] * x.sum32[r * nb + b + j];
   }
-  for (int r = 0; r < MT; ++r) out[r] = hsum(acc[r]) - corr[r];
+  for (int r = 0; r < MT; ++r) out[r] = hsum(_mm256_add_ps(acc[r], acc_hi[r])) - corr[r];
 }
 
 // Q6_K: super-blocks of 256, 6-bit codes (offset 32) with one int8 scale per 16 elements, so
@@ -152,9 +173,9 @@ template <int MT>
 void row_q6_k(const uint8_t* w, const QuantizedRows& x, float out[MT]) {
   const int64_t nb = x.k / 32, n16 = x.k / 16;
   const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(0x30);
-  __m256 acc[MT];
+  __m256 acc[2][MT];  // even and odd 32-blocks: two FMA chains
   float corr[MT] = {};
-  for (int r = 0; r < MT; ++r) acc[r] = _mm256_setzero_ps();
+  for (int r = 0; r < MT; ++r) acc[0][r] = acc[1][r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; b += 8, w += qblock::kQ6_KBytes) {
     const float d = f16(w + qblock::kQ6_KDAt);
     const auto* sc = reinterpret_cast<const int8_t*>(w + qblock::kQ6_KScalesAt);
@@ -169,6 +190,7 @@ void row_q6_k(const uint8_t* w, const QuantizedRows& x, float out[MT]) {
           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m2)),
           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                           _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2))};
+#pragma GCC unroll 4
       for (int g = 0; g < 4; ++g) {
         const int64_t blk = b + 4 * h + g;
         const int s = 8 * h + 2 * g;  // sub-block scale index of the first 16 elements
@@ -176,14 +198,14 @@ void row_q6_k(const uint8_t* w, const QuantizedRows& x, float out[MT]) {
         for (int r = 0; r < MT; ++r) {
           const __m256i isum = dot_u8s8(_mm256_setzero_si256(), q[g], load_x(x, r, 32 * blk));
           const __m256 sv = _mm256_mul_ps(lane_scale, _mm256_set1_ps(x.d[r * nb + blk]));
-          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), sv, acc[r]);
+          acc[g & 1][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), sv, acc[g & 1][r]);
         }
       }
     }
     for (int r = 0; r < MT; ++r)
       for (int i = 0; i < 16; ++i) corr[r] += step[i] * x.sum16[r * n16 + 2 * b + i];
   }
-  for (int r = 0; r < MT; ++r) out[r] = hsum(acc[r]) - 32.0f * corr[r];
+  for (int r = 0; r < MT; ++r) out[r] = hsum(_mm256_add_ps(acc[0][r], acc[1][r])) - 32.0f * corr[r];
 }
 
 template <int MT>
