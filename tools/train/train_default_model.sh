@@ -26,8 +26,12 @@ done
 # 2. tokenizer (special token <|endoftext|> is the EOS between documents)
 $L train-tokenizer --input "$OUT"/corpus/*.txt --vocab-size 8192 --special '<|endoftext|>' \
   --out "$OUT/tok/tokenizer.json"
-echo '{"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "add_bos_token": false}' \
-  > "$OUT/tok/tokenizer_config.json"
+# The model is a text continuer, not an instruction follower: its chat template joins the
+# messages' contents by newlines, so `chat` and /v1/chat/completions continue the user's text.
+cat > "$OUT/tok/tokenizer_config.json" <<'JSON'
+{"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "add_bos_token": false,
+ "chat_template": "{% for message in messages %}{{ message['content'] }}\n{% endfor %}"}
+JSON
 # 3. shards: every fortune / poem is one document
 $L prepare-data --tokenizer "$OUT/tok" --input "$OUT"/corpus/*.txt --split-on % \
   --val-fraction 0.05 --out "$OUT/data"
@@ -49,6 +53,7 @@ $L plot "$OUT/run/log.jsonl" --out "$OUT/loss.svg"
 # 6. install: the newest checkpoint is a Hugging Face directory
 CKPT="$OUT/run/$(cat "$OUT/run/latest")"
 rm -rf models/default && mkdir -p models/default
-cp "$CKPT"/{config.json,model.safetensors,tokenizer.json,tokenizer_config.json} models/default/
+cp "$CKPT"/{config.json,model.safetensors,tokenizer.json} models/default/
+cp "$OUT/tok/tokenizer_config.json" models/default/   # with the chat template
 $L generate --prompt "床前明月光" --max-tokens 64
 $L generate --prompt "The secret of life" --max-tokens 64
