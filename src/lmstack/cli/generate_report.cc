@@ -60,8 +60,7 @@ GenerateReport make_generate_report(const ModelSession& s, const model::Generato
   g.kv_bytes = static_cast<double>(gen.kv_cache_bytes());
   g.kv_context = gen.max_context();
   const calc::ModelShape shape = calc::ModelShape::from_hf_config(c.to_json(), s.model.path);
-  const calc::ParamCount params = calc::count_parameters(shape);
-  g.weights_predicted = calc::weight_bytes(params, g.weights_dtype);
+  g.weights_predicted = predicted_weight_bytes(c, s.model.weights, s.model.path);
   // The cache is allocated in whole blocks: predict for the rounded-up capacity.
   g.kv_predicted = calc::kv_bytes_per_token(shape, "f32") * gen.kv_capacity_tokens();
   return g;

@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 
+#include "lmstack/calc/model_shape.h"
+#include "lmstack/calc/params.h"
 #include "lmstack/core/error.h"
 #include "lmstack/core/file.h"
 #include "lmstack/core/log.h"
@@ -97,10 +100,51 @@ DecodeTraffic decode_traffic(const model::ModelConfig& c, const model::ModelWeig
   // All weights except the embedding table (only B rows of it are read), unless it doubles
   // as the lm_head (tied), which reads it whole.
   t.weight_bytes = static_cast<double>(w.bytes());
-  if (!c.tie_word_embeddings) t.weight_bytes -= static_cast<double>(w.embed.nbytes());
+  // An explicit lm_head (untied, or a quantized model's own) leaves the embedding gathered.
+  if (w.lm_head.raw_data() != w.embed.raw_data())
+    t.weight_bytes -= static_cast<double>(w.embed.nbytes());
   if (w.pos_embed.defined()) t.weight_bytes -= static_cast<double>(w.pos_embed.nbytes());
   t.kv_bytes = 2.0 * c.num_layers * c.kv_dim() * sizeof(float) * context * batch;
   return t;
+}
+
+namespace {
+
+double bytes_per_weight(DType t) {
+  const DTypeInfo& info = dtype_info(t);
+  return static_cast<double>(info.block_bytes) / info.block_size;
+}
+
+// Bytes per parameter of calc part `key`, from the loaded tensors it counts.
+double part_bytes_per_weight(const std::string& key, const model::ModelWeights& w) {
+  const model::LayerWeights& l = w.layers.front();
+  const DType small = is_quantized(l.wq.dtype()) ? DType::kF32 : l.wq.dtype();
+  const std::map<std::string, const Tensor*> single = {
+      {"embedding", &w.embed}, {"position", &w.pos_embed}, {"attn_q", &l.wq},
+      {"attn_k", &l.wk},       {"attn_v", &l.wv},          {"attn_o", &l.wo},
+      {"lm_head", &w.lm_head}};
+  if (auto it = single.find(key); it != single.end() && it->second->defined())
+    return bytes_per_weight(it->second->dtype());
+  if (key == "mlp") {  // gate, up, down (or fc, proj): equal sizes, possibly different types
+    double sum = 0;
+    int n = 0;
+    for (const Tensor* t : {&l.w_gate, &l.w_up, &l.w_down})
+      if (t->defined()) sum += bytes_per_weight(t->dtype()), ++n;
+    return sum / std::max(n, 1);
+  }
+  return bytes_per_weight(key == "norms" ? small : l.wq.dtype());
+}
+
+}  // namespace
+
+double predicted_weight_bytes(const model::ModelConfig& c, const model::ModelWeights& w,
+                              const std::string& source) {
+  const calc::ModelShape shape = calc::ModelShape::from_hf_config(c.to_json(), source);
+  if (w.layers.empty()) return 0;
+  double total = 0;
+  for (const calc::ParamPart& p : calc::count_parameters(shape).parts)
+    total += static_cast<double>(p.total) * part_bytes_per_weight(p.key, w);
+  return total;
 }
 
 double forward_flops_per_token(const model::ModelConfig& c, double context) {

@@ -43,6 +43,13 @@ struct DecodeTraffic {
 };
 DecodeTraffic decode_traffic(const model::ModelConfig& c, const model::ModelWeights& w,
                              double context, double batch);
+// The weight bytes calc predicts for this model: calc's parameter count per part (embedding,
+// attention Q/K/V/O, MLP, lm_head, norms) priced at the dtype of the loaded tensor it counts
+// (block-quantized types at block_bytes / block_size per weight). Norms and biases are priced
+// at the matrices' dtype for float models (as stored) and f32 beside quantized matrices (as
+// `lmstack quantize` stores them). `source` names the model in errors.
+double predicted_weight_bytes(const model::ModelConfig& c, const model::ModelWeights& w,
+                              const std::string& source);
 // Forward FLOPs per token at context `context`: 2 × matmul parameters + 4 × L × C_attn × ctx
 // (QKᵀ and PV; the PaLM convention without the 1/2 for causality).
 double forward_flops_per_token(const model::ModelConfig& c, double context);

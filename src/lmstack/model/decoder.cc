@@ -121,6 +121,7 @@ void Decoder::attention_block(int l, const ForwardBatch& batch, KvCache& cache, 
   float* v = static_cast<float*>(v_.data());
   float* attn = static_cast<float*>(attn_.data());
   norm(h, x, w.attn_norm, w.attn_norm_bias, t);
+  observe(l, LinearInput::kQkv, h, t, c.hidden_size);
   kernels::linear(pool_, q, h, w.wq, t, ptr_or_null(w.bq));
   kernels::linear(pool_, k, h, w.wk, t, ptr_or_null(w.bk));
   kernels::linear(pool_, v, h, w.wv, t, ptr_or_null(w.bv));
@@ -144,6 +145,7 @@ void Decoder::attention_block(int l, const ForwardBatch& batch, KvCache& cache, 
   ab.max_blocks_per_seq = batch.max_blocks_per_seq;
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   kernels::paged_attention(pool_, attn, q, kv, ab, c.num_heads, scale);
+  observe(l, LinearInput::kO, attn, t, c.q_dim());
   kernels::linear(pool_, x, attn, w.wo, t, ptr_or_null(w.bo), /*accumulate=*/true);
 }
 
@@ -154,6 +156,7 @@ void Decoder::mlp_block(int l, int64_t t, float* x) {
   float* gate = static_cast<float*>(gate_.data());
   float* up = static_cast<float*>(up_.data());
   norm(h, x, w.mlp_norm, w.mlp_norm_bias, t);
+  observe(l, LinearInput::kGateUp, h, t, c.hidden_size);
   kernels::linear(pool_, up, h, w.w_up, t, ptr_or_null(w.b_up));
   if (c.mlp == MlpKind::kSwiGlu) {
     kernels::linear(pool_, gate, h, w.w_gate, t);
@@ -161,6 +164,7 @@ void Decoder::mlp_block(int l, int64_t t, float* x) {
   } else {
     kernels::gelu_tanh(up, up, t * c.intermediate_size);
   }
+  observe(l, LinearInput::kDown, up, t, c.intermediate_size);
   kernels::linear(pool_, x, up, w.w_down, t, ptr_or_null(w.b_down), /*accumulate=*/true);
 }
 

@@ -51,6 +51,14 @@ struct LayerTrace {
 };
 using TraceFn = std::function<void(const LayerTrace&)>;
 
+// The inputs of each group of linear layers that read the same activations: q/k/v (after the
+// attention norm), o (the attention output), gate/up (after the MLP norm), down (the MLP's
+// hidden activations). Observed by AWQ calibration (model/quantize_awq.h).
+enum class LinearInput : uint8_t { kQkv, kO, kGateUp, kDown };
+inline constexpr int kNumLinearInputs = 4;
+using LinearInputObserver =
+    std::function<void(int layer, LinearInput site, const float* x, int64_t rows, int64_t width)>;
+
 class Decoder {
  public:
   // The decoder keeps references to config and weights: they must outlive it.
@@ -62,6 +70,10 @@ class Decoder {
   void forward(const ForwardBatch& batch, KvCache& cache, std::vector<float>& logits,
                const TraceFn& trace = nullptr);
 
+  // Optional: during forward, `fn` sees every linear group's f32 input [rows, width] before
+  // the group runs, on the calling thread. nullptr removes it.
+  void set_linear_input_observer(LinearInputObserver fn) { observer_ = std::move(fn); }
+
   const ModelConfig& config() const { return config_; }
   // Bytes of the scratch activations currently held.
   int64_t activation_bytes() const;
@@ -72,6 +84,9 @@ class Decoder {
   void attention_block(int layer, const ForwardBatch& batch, KvCache& cache, float* x);
   void mlp_block(int layer, int64_t tokens, float* x);
   void norm(float* y, const float* x, const Tensor& weight, const Tensor& bias, int64_t rows);
+  void observe(int layer, LinearInput site, const float* x, int64_t rows, int64_t width) {
+    if (observer_) observer_(layer, site, x, rows, width);
+  }
 
   const ModelConfig& config_;
   const ModelWeights& weights_;
@@ -79,6 +94,7 @@ class Decoder {
   std::vector<float> inv_freq_;
   int64_t scratch_tokens_ = 0;
   HostBuffer x_, h_, q_, k_, v_, attn_, gate_, up_;  // x_: the residual stream
+  LinearInputObserver observer_;
 };
 
 }  // namespace lmstack::model

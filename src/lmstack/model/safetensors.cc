@@ -9,6 +9,8 @@
 #include <limits>
 #include <set>
 
+#include <fmt/ranges.h>
+
 #include "lmstack/core/file.h"
 
 namespace lmstack::model {
@@ -124,6 +126,44 @@ void check_ranges(const std::map<std::string, SafetensorsEntry>& entries, uint64
                                order[i - 1]->begin, order[i - 1]->end);
 }
 
+// The byte alignment a quantized tensor needs: its blocks' f16/f32 fields (2 or 4 bytes).
+size_t quantized_alignment(DType t) { return dtype_info(t).block_bytes % 4 == 0 ? 4 : 2; }
+
+// A block-quantized tensor is stored as U8 [rows, row_bytes] and named in the metadata as
+// "lmstack.dtype.<tensor>": "<dtype>"; this turns such entries into their logical [rows, K]
+// tensors of that dtype. Throws FormatError naming the file, key or tensor and the value.
+void resolve_quantized(std::map<std::string, SafetensorsEntry>& entries, const Json& meta,
+                       const std::string& src) {
+  const std::string prefix = kQuantizedDTypeKeyPrefix;
+  for (const auto& [key, value] : meta.items()) {
+    if (key.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string name = key.substr(prefix.size());
+    auto it = entries.find(name);
+    if (it == entries.end())
+      throw_error<FormatError>("{}: '__metadata__' field '{}' names no tensor", src, key);
+    SafetensorsEntry& e = it->second;
+    const std::string dtype = value.get<std::string>();
+    DType t = DType::kF32;
+    try {
+      t = parse_dtype(dtype);
+    } catch (const ConfigError& err) {
+      throw_error<FormatError>("{}: '__metadata__' field '{}': {}", src, key, err.what());
+    }
+    const DTypeInfo& info = dtype_info(t);
+    if (!is_quantized(t))
+      throw_error<FormatError>("{}: '__metadata__' field '{}' = '{}' is not a quantized dtype", src,
+                               key, dtype);
+    if (e.dtype_name != "U8" || e.shape.size() != 2 || e.shape[1] % info.block_bytes != 0)
+      throw_error<FormatError>(
+          "{}: tensor '{}' ({}, shape [{}]) cannot hold {}: it must be U8 [rows, row_bytes] with "
+          "row_bytes a multiple of {} bytes",
+          src, name, e.dtype_name, fmt::join(e.shape, ", "), dtype, info.block_bytes);
+    e.shape[1] = e.shape[1] / info.block_bytes * info.block_size;
+    e.has_dtype = true;
+    e.dtype = t;
+  }
+}
+
 Json parse_metadata(const Json& m, const std::string& src) {
   if (!m.is_object()) throw_error<FormatError>("{}: '__metadata__' is not an object", src);
   for (const auto& [k, v] : m.items())
@@ -162,6 +202,7 @@ std::map<std::string, SafetensorsEntry> parse_safetensors_header(const uint8_t* 
       entries.emplace(name, parse_entry(name, v, source));
   }
   check_ranges(entries, file_bytes - 8 - n, source);
+  resolve_quantized(entries, meta, source);
   if (metadata) *metadata = std::move(meta);
   if (data_offset) *data_offset = static_cast<size_t>(8 + n);
   return entries;
@@ -193,7 +234,8 @@ Tensor SafetensorsFile::tensor(const std::string& name) const {
   Tensor t = Tensor::from_mapped(file_, offset, Shape(e.shape), e.dtype);
   // Kernels read elements through typed pointers: a misaligned view (possible in files from
   // other writers) gets one aligned copy.
-  const size_t align = static_cast<size_t>(dtype_info(e.dtype).block_bytes);
+  const size_t align = is_quantized(e.dtype) ? quantized_alignment(e.dtype)
+                                             : static_cast<size_t>(dtype_info(e.dtype).block_bytes);
   if (reinterpret_cast<uintptr_t>(file_->data() + offset) % align != 0)
     t = t.clone(MemoryCategory::kWeights);
   return t;
@@ -257,6 +299,17 @@ const char* safetensors_dtype_name(DType t) {
   return "";
 }
 
+namespace {
+// The shape written to the header: the logical one, or [rows, row_bytes] for a quantized
+// tensor (rows = every dimension but the last).
+std::vector<int64_t> stored_shape(const TensorSpec& s) {
+  if (!is_quantized(s.dtype)) return s.shape.to_vector();
+  LMSTACK_CHECK(s.shape.rank() >= 1, "quantized tensor '{}' of rank 0", s.name);
+  const int64_t k = s.shape[s.shape.rank() - 1];
+  return {s.shape.numel() / std::max<int64_t>(k, 1), dtype_bytes(s.dtype, k)};
+}
+}  // namespace
+
 SafetensorsLayout plan_safetensors(const std::vector<TensorSpec>& specs, const Json& metadata) {
   std::vector<const TensorSpec*> order;
   std::set<std::string> seen;
@@ -266,19 +319,27 @@ SafetensorsLayout plan_safetensors(const std::vector<TensorSpec>& specs, const J
                                s.name);
     order.push_back(&s);
   }
-  auto elem = [](const TensorSpec* s) { return dtype_info(s->dtype).block_bytes; };
+  // Quantized tensors sort with the plain types of their alignment (q4_K with f32, q8_0 with
+  // bf16); every tensor's size is a multiple of its class's alignment, so each start is aligned.
+  auto elem = [](const TensorSpec* s) {
+    return is_quantized(s->dtype) ? static_cast<int>(quantized_alignment(s->dtype))
+                                  : dtype_info(s->dtype).block_bytes;
+  };
   std::sort(order.begin(), order.end(), [&](const TensorSpec* a, const TensorSpec* b) {
     return elem(a) != elem(b) ? elem(a) > elem(b) : a->name < b->name;
   });
   Json header = Json::object();
-  if (!metadata.is_null() && !metadata.empty())
-    header["__metadata__"] = parse_metadata(metadata, "safetensors writer");
+  Json meta = metadata.is_null() ? Json::object() : parse_metadata(metadata, "safetensors writer");
+  for (const TensorSpec* s : order)
+    if (is_quantized(s->dtype))
+      meta[kQuantizedDTypeKeyPrefix + s->name] = std::string(dtype_name(s->dtype));
+  if (!meta.empty()) header["__metadata__"] = meta;
   std::map<std::string, uint64_t> relative;
   uint64_t pos = 0;
   for (const TensorSpec* s : order) {
     const uint64_t bytes = static_cast<uint64_t>(dtype_bytes(s->dtype, s->shape.numel()));
-    header[s->name] = {{"dtype", safetensors_dtype_name(s->dtype)},
-                       {"shape", s->shape.to_vector()},
+    header[s->name] = {{"dtype", is_quantized(s->dtype) ? "U8" : safetensors_dtype_name(s->dtype)},
+                       {"shape", stored_shape(*s)},
                        {"data_offsets", {pos, pos + bytes}}};
     relative[s->name] = pos;
     pos += bytes;

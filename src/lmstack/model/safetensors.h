@@ -18,8 +18,15 @@
 
 namespace lmstack::model {
 
-// One tensor's header entry. `dtype_name` is the safetensors spelling ("BF16", "I64");
-// `dtype` is set only when lmstack has a matching DType (F32, BF16, F16, I8, I32).
+// Block-quantized tensors (q8_0, q4_K, int4_g128, ...; see docs/formats/quantization.md) are
+// stored as U8 [rows, row_bytes] with "__metadata__" field kQuantizedDTypeKeyPrefix + name
+// holding the lmstack dtype name; reader and writer translate to and from the logical
+// [rows, K] tensor of that dtype.
+inline constexpr const char* kQuantizedDTypeKeyPrefix = "lmstack.dtype.";
+
+// One tensor's header entry. `dtype_name` is the safetensors spelling ("BF16", "I64", "U8");
+// `dtype` is set only when lmstack has a matching DType (F32, BF16, F16, I8, I32, or a
+// quantized dtype named in the metadata, in which case `shape` is the logical [rows, K]).
 struct SafetensorsEntry {
   std::string name;
   std::string dtype_name;
@@ -33,9 +40,10 @@ struct SafetensorsEntry {
 // the header), `source` names it in errors. Throws FormatError naming the source and the
 // tensor/field: length past the end, invalid JSON, missing or mistyped dtype/shape/
 // data_offsets, an unknown dtype string, offsets out of the data section, overlapping
-// ranges, or a range whose size disagrees with shape x dtype. Returns entries by name;
-// `metadata` receives "__metadata__" (an empty object when absent) and `data_offset` the
-// file offset of the data section.
+// ranges, a range whose size disagrees with shape x dtype, or a quantized-dtype metadata
+// field naming no tensor, an unknown dtype or a tensor that cannot hold it. Returns entries by
+// name; `metadata` receives "__metadata__" (an empty object when absent) and `data_offset` the file
+// offset of the data section.
 std::map<std::string, SafetensorsEntry> parse_safetensors_header(const uint8_t* file,
                                                                  size_t file_bytes,
                                                                  const std::string& source,
@@ -109,6 +117,7 @@ struct TensorSpec {
   DType dtype = DType::kF32;
 };
 // Throws FormatError on duplicate names; `metadata` must be an object of strings (or null).
+// Quantized specs are planned as U8 [rows, row_bytes] and get their metadata field added.
 SafetensorsLayout plan_safetensors(const std::vector<TensorSpec>& specs, const Json& metadata);
 
 // Writes the tensors atomically (core/file.h: temp file + rename). Tensors may be mapped or

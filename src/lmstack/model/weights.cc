@@ -15,14 +15,17 @@ namespace lmstack::model {
 namespace detail {
 namespace {
 
-void check_float(const SafetensorsSet& tensors, const std::string& name) {
+// Matrices may also be block-quantized (safetensors.h: U8 bytes named in the metadata).
+void check_float(const SafetensorsSet& tensors, const std::string& name, bool allow_quantized) {
   const SafetensorsFile& f = tensors.file_of(name);
   const SafetensorsEntry& e = f.entry(name);
-  if (!e.has_dtype || !dtype_info(e.dtype).is_float || is_quantized(e.dtype))
-    throw_error<FormatError>(
-        "{}: tensor '{}': dtype {} is not allowed for weights (F32, BF16 "
-        "or F16)",
-        f.path(), name, e.dtype_name);
+  const bool quantized = e.has_dtype && is_quantized(e.dtype);
+  if (!e.has_dtype || !(dtype_info(e.dtype).is_float || (allow_quantized && quantized)))
+    throw_error<FormatError>("{}: tensor '{}': dtype {}{} is not allowed for {} (F32, BF16{})",
+                             f.path(), name, e.dtype_name,
+                             quantized ? fmt::format(" ({})", dtype_name(e.dtype)) : "",
+                             allow_quantized ? "weights" : "norms and biases",
+                             allow_quantized ? ", F16 or a quantized dtype" : " or F16");
   if (e.shape.size() > static_cast<size_t>(kMaxDims))
     throw_error<FormatError>("{}: tensor '{}': rank {} exceeds {}", f.path(), name, e.shape.size(),
                              kMaxDims);
@@ -39,13 +42,15 @@ void check_shape(const SafetensorsSet& tensors, const std::string& name, const S
 }  // namespace
 
 Tensor fetch_matrix(const SafetensorsSet& tensors, const std::string& name, const Shape& shape) {
-  check_float(tensors, name);
+  check_float(tensors, name, /*allow_quantized=*/true);
   check_shape(tensors, name, shape);
   return tensors.tensor(name);
 }
 
 Tensor fetch_small(const SafetensorsSet& tensors, const std::string& name, const Shape& shape) {
-  Tensor t = fetch_matrix(tensors, name, shape);
+  check_float(tensors, name, /*allow_quantized=*/false);
+  check_shape(tensors, name, shape);
+  Tensor t = tensors.tensor(name);
   return t.dtype() == DType::kF32 ? t : convert_float(t, DType::kF32, MemoryCategory::kWeights);
 }
 
@@ -199,8 +204,10 @@ ModelWeights load_llama_weights(const ModelConfig& c, const SafetensorsSet& tens
                         : detail::fetch_small(tensors, layer_name(i, f), f.shape(c));
     }
   w.final_norm = detail::fetch_small(tensors, "model.norm.weight", Shape{C});
-  w.lm_head = c.tie_word_embeddings ? w.embed
-                                    : detail::fetch_matrix(tensors, "lm_head.weight", Shape{V, C});
+  // An explicit lm_head wins over tying (a quantized model may keep a higher-precision
+  // embedding table and a separately quantized output projection).
+  const bool tied = c.tie_word_embeddings && !tensors.contains("lm_head.weight");
+  w.lm_head = tied ? w.embed : detail::fetch_matrix(tensors, "lm_head.weight", Shape{V, C});
   return w;
 }
 

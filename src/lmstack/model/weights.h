@@ -2,8 +2,10 @@
 // nn.Linear weights ([out_features, in_features]). Large matrices are views of the
 // memory-mapped safetensors file when its layout already fits (f32/bf16/f16, [out, in]);
 // GPT-2's Conv1D weights ([in, out], fused c_attn) are transposed and split once at load.
-// Norm weights and biases are always f32 (small; converted at load). Unused fields are
-// undefined Tensors (Tensor::defined() == false).
+// Norm weights and biases are always f32 (small; converted at load). Matrices (and the
+// embedding) may also be block-quantized views (q8_0, q4_K, int4_g128, ...: a model written by
+// `lmstack quantize`, docs/formats/quantization.md). Unused fields are undefined Tensors
+// (Tensor::defined() == false).
 #pragma once
 
 #include <string>
