@@ -3,7 +3,9 @@
 // type, decode-sized M (the int8 GEMV, M <= 16) and prefill-sized M (the blocked GEMM whose
 // packing dequantizes), odd N (tails of every row range and register tile) and K from one
 // block to 2816 (tinyllama's 5632 / 2). The GEMV quantizes activations to int8 per 32
-// elements, so its bound adds sum_b (amax_b / 254) * sum_{i in b} |w_i| (ops.h).
+// elements, so its bound adds sum_b (amax_b / 254) * sum_{i in b} |w_i| (ops.h); and, much
+// tighter, it must equal the reference run on x rounded exactly that way (d = amax / 127,
+// q = round(x * (1 / d))), which catches any slip in the scale or offset bookkeeping.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -50,6 +52,18 @@ double bound(const std::vector<float>& x, const std::vector<float>& wf, int64_t 
   return 2e-6 * mag + 1e-6 + (m <= kGemvMaxRows ? quant * (1 + 1e-6) : 0.0);
 }
 
+// x with every 32-element block rounded to int8 the way linear()'s GEMV does (quant_linear.cc).
+std::vector<float> int8_rounded(const std::vector<float>& x) {
+  std::vector<float> out(x.size());
+  for (size_t b = 0; b < x.size(); b += 32) {
+    float amax = 0.0f;
+    for (size_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f, inv = d > 0.0f ? 1.0f / d : 0.0f;
+    for (size_t i = b; i < b + 32; ++i) out[i] = d * std::nearbyint(x[i] * inv);
+  }
+  return out;
+}
+
 void check(const KernelVariant<LinearFn>& v, ThreadPool& pool, DType t, int64_t m, int64_t n,
            int64_t k, bool use_bias, bool accumulate, std::mt19937& rng) {
   const std::vector<float> wsrc = random_vec(n * k, rng);
@@ -64,11 +78,18 @@ void check(const KernelVariant<LinearFn>& v, ThreadPool& pool, DType t, int64_t 
   const float* bp = use_bias ? bias.data() : nullptr;
   ref::linear(want.data(), x.data(), w, m, bp, accumulate);
   v.fn(pool, got.data(), x.data(), w, m, bp, accumulate);
+  const bool gemv = m <= kGemvMaxRows && std::string(v.name) != "ref";
+  std::vector<float> want_rounded = y0;
+  const std::vector<float> xr = gemv ? int8_rounded(x) : x;
+  ref::linear(want_rounded.data(), xr.data(), w, m, bp, accumulate);
   for (int64_t r = 0; r < m; ++r) {
     for (int64_t j = 0; j < n; ++j) {
       const size_t at = static_cast<size_t>(r * n + j);
       const double extra = (use_bias ? std::fabs(bias[static_cast<size_t>(j)]) : 0.0) +
                            (accumulate ? std::fabs(y0[at]) : 0.0);
+      ASSERT_NEAR(got[at], want_rounded[at], bound(xr, wf, r, j, kGemvMaxRows + 1, k, extra))
+          << "vs rounded x: " << v.name << " " << dtype_name(t) << " m=" << m << " n=" << n
+          << " k=" << k << " at [" << r << ", " << j << "]";
       ASSERT_NEAR(got[at], want[at], bound(x, wf, r, j, m, k, extra))
           << v.name << " " << dtype_name(t) << " m=" << m << " n=" << n << " k=" << k
           << " bias=" << use_bias << " acc=" << accumulate << " threads=" << pool.num_threads()
