@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -28,7 +29,7 @@ using Clock = std::chrono::steady_clock;
 struct BenchServeOptions {
   std::string url, model, dataset = "random", model_name, api_key, kv_memory = "256MiB";
   int num_prompts = 64, max_concurrency = 0, input_len = 128, output_len = 64, warmup = 2;
-  int shared_prefix_len = 1024, threads = 1, max_batch_tokens = 512;
+  int shared_prefix_len = 1024, threads = 1, max_batch_tokens = 512, block_size = 16;
   double request_rate = 0;  // 0 = inf: all requests at once
   std::string request_rate_text = "inf";
   double slo_ttft_ms = 0, slo_tpot_ms = 0;
@@ -161,23 +162,29 @@ double metric_value(const std::string& text, const std::string& name) {
   return at == std::string::npos ? 0 : std::atof(text.c_str() + at + name.size() + 2);
 }
 
-// Samples /metrics while the run lasts; keeps the KV utilisation seen at peak KV usage.
+// Samples /metrics while the run lasts for the peak fraction of KV blocks held (sequences and
+// prefix cache), then reads the server's own KV utilisation at peak load (its step with the
+// most blocks held by running sequences, exact rather than sampled; since server start).
 struct KvWatcher {
   std::atomic<bool> stop{false};
-  double peak_usage = 0, utilisation_at_peak = 0;
-  void run(const std::string& host, int port, const std::string& key) {
-    httplib::Client client(host, port);
+  double peak_usage = 0, peak_utilisation = 0, peak_running_blocks = 0;
+  static std::optional<std::string> metrics(httplib::Client& client, const std::string& key) {
     httplib::Headers headers;
     if (!key.empty()) headers.emplace("Authorization", "Bearer " + key);
+    auto r = client.Get("/metrics", headers);
+    if (!r || r->status != 200) return std::nullopt;
+    return "\n" + r->body;
+  }
+  void run(const std::string& host, int port, const std::string& key) {
+    httplib::Client client(host, port);
     for (int i = 0; i < 100000 && !stop; ++i) {  // bounded: ~5.5 h at 200 ms
-      if (auto r = client.Get("/metrics", headers); r && r->status == 200) {
-        const double usage = metric_value("\n" + r->body, "lmstack:kv_cache_usage_perc");
-        if (usage > peak_usage) {
-          peak_usage = usage;
-          utilisation_at_peak = metric_value("\n" + r->body, "lmstack:kv_cache_utilization");
-        }
-      }
+      if (auto text = metrics(client, key))
+        peak_usage = std::max(peak_usage, metric_value(*text, "lmstack:kv_cache_usage_perc"));
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    if (auto text = metrics(client, key)) {
+      peak_utilisation = metric_value(*text, "lmstack:kv_cache_peak_utilization");
+      peak_running_blocks = metric_value(*text, "lmstack:kv_cache_peak_running_blocks");
     }
   }
 };
@@ -247,7 +254,8 @@ Json measure(const std::string& host, int port, const BenchServeOptions& o,
               {"itl_ms", summary_ms(itl)},
               {"e2e_ms", summary_ms(e2e)},
               {"peak_kv_usage", watcher.peak_usage},
-              {"kv_utilisation_at_peak", watcher.utilisation_at_peak}};
+              {"peak_kv_running_blocks", watcher.peak_running_blocks},
+              {"peak_kv_utilisation", watcher.peak_utilisation}};
 }
 
 void print_report(const Json& r) {
@@ -269,9 +277,11 @@ void print_report(const Json& r) {
     std::printf("%-6s %10.2f %10.2f %10.2f %10.2f\n", k, m["mean"].get<double>(),
                 m["median"].get<double>(), m["p90"].get<double>(), m["p99"].get<double>());
   }
-  std::printf("KV            peak usage %.1f%%, utilisation at peak %.1f%% (stored / allocated)\n",
-              100 * r["peak_kv_usage"].get<double>(),
-              100 * r["kv_utilisation_at_peak"].get<double>());
+  std::printf(
+      "KV            peak usage %.1f%% of blocks; at peak load (%.0f blocks held by running "
+      "requests) utilisation %.1f%% (tokens stored / token slots)\n",
+      100 * r["peak_kv_usage"].get<double>(), r["peak_kv_running_blocks"].get<double>(),
+      100 * r["peak_kv_utilisation"].get<double>());
 }
 
 std::string served_model(const std::string& host, int port, const BenchServeOptions& o) {
@@ -291,6 +301,7 @@ Json bench_in_process(BenchServeOptions o) {
   ThreadPool pool(o.threads);
   serve::EngineOptions e;
   e.scheduler.max_batch_tokens = o.max_batch_tokens;
+  e.block_size = o.block_size;
   e.max_context = s.model.config.max_position;
   e.num_blocks = model::KvCache::blocks_for_bytes(
       s.model.config, e.block_size, static_cast<int64_t>(std::stod(o.kv_memory) * 1048576.0));
@@ -374,6 +385,9 @@ void add_bench_serve(CLI::App& bench, std::function<int()>& runner) {
   sub->add_option("--kv-memory-mib", o->kv_memory, "--model: KV pool in MiB")
       ->capture_default_str();
   sub->add_option("--max-batch-tokens", o->max_batch_tokens, "--model: token budget per step");
+  sub->add_option("--block-size", o->block_size, "--model: tokens per KV block")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   sub->add_flag("--no-prefix-cache", o->no_prefix_cache, "--model: disable the prefix cache");
   sub->add_option("-t,--threads", o->threads, "--model: engine threads");
   sub->add_flag("--json", o->json, "print the report as JSON");

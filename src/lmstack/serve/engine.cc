@@ -266,7 +266,14 @@ void Engine::publish_gauges() {
   }
   g.kv_blocks_total = blocks_.num_blocks();
   g.kv_blocks_used = blocks_.num_blocks() - blocks_.num_free();
-  std::tie(g.kv_tokens_stored, g.kv_tokens_allocated) = scheduler_.kv_tokens_stored_and_allocated();
+  const KvOccupancy kv = scheduler_.running_kv_occupancy();
+  if (kv.blocks > peak_kv_.blocks) peak_kv_ = kv;
+  g.kv_running_blocks = kv.blocks;
+  g.kv_tokens_stored = kv.tokens_stored;
+  g.kv_tokens_allocated = kv.token_slots;
+  g.kv_peak_running_blocks = peak_kv_.blocks;
+  g.kv_peak_tokens_stored = peak_kv_.tokens_stored;
+  g.kv_peak_tokens_allocated = peak_kv_.token_slots;
   if (cache_) {
     const PrefixCacheStats st = cache_->stats();
     g.prefix_query_tokens = st.num_query_tokens;

@@ -116,6 +116,7 @@ class Engine {
   std::map<int64_t, std::unique_ptr<ActiveRequest>> requests_;  // loop thread only
   std::vector<float> logits_;                                   // loop thread only
   int64_t next_seq_id_ = 0;                                     // loop thread only
+  KvOccupancy peak_kv_;  // loop thread only: at the step with the most running blocks
   double start_time_ = 0;
 
   std::mutex mu_;

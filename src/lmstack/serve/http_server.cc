@@ -1,10 +1,15 @@
 // HTTP transport of the OpenAI-compatible API (see http_server.h).
 #include "lmstack/serve/http_server.h"
 
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 
 #include "lmstack/core/log.h"
 #include "lmstack/serve/openai_format.h"
@@ -76,6 +81,56 @@ bool pump_stream(StreamState& s, httplib::DataSink& sink) {
   return sink.is_writable();
 }
 
+// "address:port" of a socket address (IPv4 or IPv6), "" for other families.
+std::string endpoint_text(const sockaddr_storage& a) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (a.ss_family == AF_INET) {
+    const auto& v4 = reinterpret_cast<const sockaddr_in&>(a);
+    inet_ntop(AF_INET, &v4.sin_addr, text, sizeof(text));
+    return fmt::format("{}:{}", text, ntohs(v4.sin_port));
+  }
+  if (a.ss_family == AF_INET6) {
+    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(a);
+    inet_ntop(AF_INET6, &v6.sin6_addr, text, sizeof(text));
+    return fmt::format("{}:{}", text, ntohs(v6.sin6_port));
+  }
+  return "";
+}
+
+// The socket a request arrived on, found among this process's descriptors by its two
+// endpoints (cpp-httplib 0.11 does not hand it to handlers; a TCP connection is unique by
+// them); -1 when not found. The descriptor stays open while the handler runs.
+int connection_socket(const httplib::Request& req) {
+  const std::string local = fmt::format("{}:{}", req.local_addr, req.local_port);
+  const std::string remote = fmt::format("{}:{}", req.remote_addr, req.remote_port);
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    int fd = -1;
+    try {
+      fd = std::stoi(entry.path().filename().string());
+    } catch (const std::exception&) {
+      continue;
+    }
+    sockaddr_storage mine{}, peer{};
+    socklen_t mine_len = sizeof(mine), peer_len = sizeof(peer);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&mine), &mine_len) != 0 ||
+        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0)
+      continue;
+    if (endpoint_text(mine) == local && endpoint_text(peer) == remote) return fd;
+  }
+  return -1;
+}
+
+// Whether the client closed (or reset) the connection: the socket reports hang-up or end of
+// input. A client that only shuts down its sending side counts as gone too.
+bool client_left(int socket) {
+  pollfd p = {socket, POLLIN | POLLRDHUP, 0};
+  if (poll(&p, 1, 0) <= 0) return false;
+  if ((p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) return true;
+  char byte;
+  return recv(socket, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
 }  // namespace
 
 HttpServer::HttpServer(OpenAiApi& api, HttpServerOptions options)
@@ -137,16 +192,16 @@ void HttpServer::add_routes() {
   s.Post("/detokenize", json_route(&OpenAiApi::detokenize));
   s.Post("/debug/prefix", json_route(&OpenAiApi::debug_prefix));
   s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] { generate(req.body, false, res); });
+    guarded(res, [&] { generate(req, false, res); });
   });
   s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] { generate(req.body, true, res); });
+    guarded(res, [&] { generate(req, true, res); });
   });
 }
 
-void HttpServer::generate(const std::string& body, bool chat, httplib::Response& res) {
+void HttpServer::generate(const httplib::Request& req, bool chat, httplib::Response& res) {
   auto state = std::make_shared<StreamState>();
-  state->request = chat ? api_.parse_chat(body) : api_.parse_completion(body);
+  state->request = chat ? api_.parse_chat(req.body) : api_.parse_completion(req.body);
   std::optional<std::shared_ptr<RequestStream>> stream =
       api_.engine().submit(state->request.engine);
   if (!stream) {
@@ -167,12 +222,22 @@ void HttpServer::generate(const std::string& body, bool chat, httplib::Response&
         });
     return;
   }
+  // Not streaming: wait, checking between events that the client is still there.
+  const int socket = connection_socket(req);
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::duration<double>(options_.request_timeout_s);
+  auto next_check = std::chrono::steady_clock::now() + kPoll;
   while (!state->formatter->finished()) {
-    if (std::optional<StreamEvent> e = state->stream->next(kPoll)) {
-      state->formatter->add(*e);
-    } else if (std::chrono::steady_clock::now() > deadline) {
+    if (std::optional<StreamEvent> e = state->stream->next(kPoll)) state->formatter->add(*e);
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_check) continue;
+    next_check = now + kPoll;
+    if (socket >= 0 && client_left(socket)) {
+      state->stream->cancel();
+      res.status = 499;  // nginx's "client closed request"; nobody reads it
+      return;
+    }
+    if (now > deadline) {
       state->stream->cancel();
       send_error(res, 504, "the request took longer than the server's timeout", "timeout", "");
       return;

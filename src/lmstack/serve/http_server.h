@@ -2,8 +2,10 @@
 // /v1/completions, /v1/chat/completions (JSON or Server-Sent Events), /tokenize, /detokenize,
 // /health, /metrics (Prometheus), /debug/prefix, and the web chat page at /. Each handler is
 // one of the three catch points of STYLE.md: a bad request gets a 4xx OpenAI error JSON, a
-// full queue 429, and every other client keeps being served. A streaming client that
-// disconnects cancels its request, whose blocks the engine frees at its next step.
+// full queue 429, and every other client keeps being served. A client that disconnects
+// cancels its request, whose blocks the engine frees at its next step: a streaming one is
+// noticed when a write fails, a waiting non-streaming one by polling its socket between
+// events (at most 100 ms apart).
 //
 // Thread safety: handlers run on the server's thread pool; they share only the engine
 // (thread-safe submit) and the const API. stop() may be called from any thread.
@@ -16,6 +18,7 @@
 
 namespace httplib {
 class Server;
+struct Request;
 struct Response;
 }  // namespace httplib
 
@@ -46,7 +49,7 @@ class HttpServer {
  private:
   void add_routes();
   // /v1/completions and /v1/chat/completions: submit, then stream SSE or wait for the end.
-  void generate(const std::string& body, bool chat, httplib::Response& res);
+  void generate(const httplib::Request& req, bool chat, httplib::Response& res);
 
   OpenAiApi& api_;
   HttpServerOptions options_;

@@ -17,6 +17,10 @@ std::vector<double> latency_buckets() {
 
 std::string number(double v) { return fmt::format("{}", v); }
 
+double ratio(int64_t part, int64_t whole) {
+  return whole > 0 ? static_cast<double>(part) / static_cast<double>(whole) : 0.0;
+}
+
 void gauge(std::string& out, const std::string& name, const std::string& help, double value) {
   out += fmt::format("# HELP {0} {1}\n# TYPE {0} gauge\n{0} {2}\n", name, help, number(value));
 }
@@ -99,11 +103,18 @@ std::string Metrics::render_prometheus() const {
         g.num_running);
   gauge(out, "lmstack:num_requests_waiting", "Requests queued for admission.", g.num_waiting);
   gauge(out, "lmstack:kv_cache_usage_perc", "Fraction of KV blocks held (0-1).",
-        g.kv_blocks_total ? static_cast<double>(g.kv_blocks_used) / g.kv_blocks_total : 0.0);
+        ratio(g.kv_blocks_used, g.kv_blocks_total));
   gauge(out, "lmstack:kv_cache_utilization",
-        "Tokens stored / token slots allocated by running sequences (0-1).",
-        g.kv_tokens_allocated ? static_cast<double>(g.kv_tokens_stored) / g.kv_tokens_allocated
-                              : 0.0);
+        "Tokens stored / token slots of the KV blocks running sequences hold (0-1).",
+        ratio(g.kv_tokens_stored, g.kv_tokens_allocated));
+  gauge(out, "lmstack:kv_cache_running_blocks", "KV blocks held by running sequences.",
+        static_cast<double>(g.kv_running_blocks));
+  gauge(out, "lmstack:kv_cache_peak_running_blocks",
+        "Most KV blocks running sequences have held at once (peak load).",
+        static_cast<double>(g.kv_peak_running_blocks));
+  gauge(out, "lmstack:kv_cache_peak_utilization",
+        "kv_cache_utilization at peak load (the step with the most running blocks).",
+        ratio(g.kv_peak_tokens_stored, g.kv_peak_tokens_allocated));
   gauge(out, "lmstack:prefix_cache_hit_rate", "Prompt tokens found in the prefix cache (0-1).",
         g.prefix_query_tokens ? static_cast<double>(g.prefix_hit_tokens) / g.prefix_query_tokens
                               : 0.0);

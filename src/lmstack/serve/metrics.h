@@ -36,8 +36,15 @@ struct EngineGauges {
   int num_waiting = 0;
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_used = 0;  // held by sequences or the prefix cache
+  // Running sequences' KV now (Scheduler::running_kv_occupancy): distinct blocks, the token
+  // slots they hold and the tokens stored in them; and the same at peak load, the step with
+  // the most blocks held by running sequences so far.
+  int64_t kv_running_blocks = 0;
   int64_t kv_tokens_stored = 0;
   int64_t kv_tokens_allocated = 0;
+  int64_t kv_peak_running_blocks = 0;
+  int64_t kv_peak_tokens_stored = 0;
+  int64_t kv_peak_tokens_allocated = 0;
   int64_t prefix_query_tokens = 0;
   int64_t prefix_hit_tokens = 0;
   int64_t num_preemptions = 0;

@@ -149,13 +149,27 @@ void Scheduler::commit(const StepPlan& plan) {
   }
 }
 
-std::pair<int64_t, int64_t> Scheduler::kv_tokens_stored_and_allocated() const {
-  int64_t stored = 0, allocated = 0;
+KvOccupancy Scheduler::running_kv_occupancy() const {
+  const int bs = blocks_.block_size();
+  block_fill_.resize(static_cast<size_t>(blocks_.num_blocks()), -1);
+  std::vector<int32_t> seen;
   for (const Sequence* s : running_) {
-    stored += s->num_computed;
-    allocated += static_cast<int64_t>(s->blocks.size()) * blocks_.block_size();
+    for (size_t i = 0; i < s->blocks.size(); ++i) {
+      const int64_t in_block = static_cast<int64_t>(s->num_computed) - static_cast<int64_t>(i) * bs;
+      const int32_t fill = static_cast<int32_t>(std::clamp<int64_t>(in_block, 0, bs));
+      int32_t& slot = block_fill_[static_cast<size_t>(s->blocks[i])];
+      if (slot < 0) seen.push_back(s->blocks[i]);
+      slot = std::max(slot, fill);
+    }
   }
-  return {stored, allocated};
+  KvOccupancy o;
+  for (int32_t b : seen) {
+    o.tokens_stored += block_fill_[static_cast<size_t>(b)];
+    block_fill_[static_cast<size_t>(b)] = -1;
+  }
+  o.blocks = static_cast<int64_t>(seen.size());
+  o.token_slots = o.blocks * bs;
+  return o;
 }
 
 }  // namespace lmstack::serve

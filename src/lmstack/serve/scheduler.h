@@ -34,6 +34,19 @@ struct ScheduledSeq {
   bool wants_logits;   // the chunk reaches the end of the sequence: sample after the step
 };
 
+// KV blocks held by running sequences, each physical block counted once (a prefix shared by
+// many sequences is one set of blocks), and how many of their token slots hold computed KV:
+// tokens_stored / token_slots is the KV utilisation (1 - internal fragmentation). Blocks the
+// prefix cache alone retains are not counted: they belong to no running request.
+struct KvOccupancy {
+  int64_t blocks = 0;
+  int64_t tokens_stored = 0;
+  int64_t token_slots = 0;  // blocks × block_size
+  double utilisation() const {
+    return token_slots > 0 ? static_cast<double>(tokens_stored) / token_slots : 0.0;
+  }
+};
+
 struct StepPlan {
   std::vector<ScheduledSeq> seqs;
   std::vector<std::pair<int32_t, int32_t>> copies;  // (src, dst) blocks to copy before the step
@@ -62,9 +75,9 @@ class Scheduler {
   const std::vector<Sequence*>& running() const { return running_; }
   bool has_work() const { return !waiting_.empty() || !running_.empty(); }
   int64_t num_preemptions() const { return num_preemptions_; }
-  // Tokens held in blocks by running sequences (computed + scheduled) and the tokens those
-  // blocks could hold: their ratio is the KV utilisation (internal fragmentation only).
-  std::pair<int64_t, int64_t> kv_tokens_stored_and_allocated() const;
+  // The running sequences' KV (see KvOccupancy). A block's stored tokens are the most any of
+  // its holders has computed in it. O(blocks held); call between steps.
+  KvOccupancy running_kv_occupancy() const;
 
  private:
   bool reserve(int64_t n);
@@ -83,6 +96,7 @@ class Scheduler {
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;  // admission order: the last is preempted first
   int64_t num_preemptions_ = 0;
+  mutable std::vector<int32_t> block_fill_;  // running_kv_occupancy() scratch, -1 = not seen
 };
 
 }  // namespace lmstack::serve
