@@ -1,6 +1,9 @@
 // The web chat page at "/": one self-contained HTML file (no external scripts or styles)
 // that streams replies from /v1/chat/completions and shows tokens/s and cached prompt
-// tokens (from stream_options.include_usage). Tested in headless Chromium where available.
+// tokens (from stream_options.include_usage). Query parameters prefill the form and can
+// send at once: /?prompt=Hi&max_tokens=16&temperature=0&autosend=1 (bookmarks, and the
+// headless-Chromium test tests/serve/web_chat_page_heavytest.cc). When a reply ends the
+// page sets <body data-state="done"> ("error" on failure) and the reply's data-chunks.
 #include "lmstack/serve/http_server.h"
 
 namespace lmstack::serve {
@@ -22,6 +25,8 @@ body{font-family:system-ui,sans-serif;max-width:760px;margin:2em auto;padding:0 
  · cached prompt tokens: <span id="cached">-</span></div>
 <form id="form"><input id="prompt" autocomplete="off" placeholder="Say something">
 <input id="maxtok" type="number" value="128" min="1" style="width:5em" title="max_tokens">
+<input id="temp" type="number" value="0.7" min="0" max="2" step="0.1" style="width:4em"
+ title="temperature">
 <input id="key" type="password" placeholder="API key" style="width:7em">
 <button id="send" type="submit">Send</button></form>
 <script>
@@ -47,11 +52,16 @@ async function send(text) {
   addLine("user", "you: " + text);
   const out = addLine("assistant", "");
   const body = {model, messages, stream: true, max_tokens: parseInt($("maxtok").value),
-                stream_options: {include_usage: true}};
-  const t0 = performance.now(); let first = null, n = 0, reply = "";
+                temperature: parseFloat($("temp").value), stream_options: {include_usage: true}};
+  document.body.dataset.state = "sending";
+  // tokens/s: token chunks (one per generated token) after the first, over their time span.
+  let first = null, last = null, n = 0, reply = "", failed = false;
   const r = await fetch("/v1/chat/completions", {method: "POST", headers: headers(),
                                                  body: JSON.stringify(body)});
-  if (!r.ok) { out.textContent = "error: " + (await r.text()); return; }
+  if (!r.ok) {
+    out.textContent = "error: " + (await r.text()); document.body.dataset.state = "error";
+    return;
+  }
   const reader = r.body.getReader(); const dec = new TextDecoder(); let buf = "";
   for (;;) {
     const {value, done} = await reader.read(); if (done) break;
@@ -62,27 +72,39 @@ async function send(text) {
       if (!line.startsWith("data: ")) continue;
       const data = line.slice(6); if (data === "[DONE]") continue;
       const j = JSON.parse(data);
+      if (j.error) { out.textContent = reply + "\nerror: " + j.error.message; failed = true; }
       if (j.usage) {
         $("cached").textContent = j.usage.prompt_tokens_details.cached_tokens;
         $("ntok").textContent = j.usage.completion_tokens;
       }
       for (const c of j.choices || []) {
-        const piece = (c.delta && c.delta.content) || "";
-        if (piece) { if (first === null) first = performance.now(); n++; reply += piece;
-                     out.textContent = reply; }
+        if (!c.delta || !("content" in c.delta) || c.delta.role || c.finish_reason) continue;
+        last = performance.now(); if (first === null) first = last; n++;
+        reply += c.delta.content; out.textContent = reply;
       }
-      const dt = first === null ? 0 : (performance.now() - first) / 1000;
-      $("tps").textContent = dt > 0 ? (Math.max(n - 1, 0) / dt).toFixed(1) : "-";
+      const dt = first === null ? 0 : (last - first) / 1000;
+      $("tps").textContent = dt > 0 ? ((n - 1) / dt).toFixed(1) : "-";
     }
   }
   messages.push({role: "assistant", content: reply});
-  out.dataset.done = "1";
+  out.dataset.chunks = n; out.dataset.done = "1";
+  document.body.dataset.state = failed ? "error" : "done";
 }
 $("form").addEventListener("submit", (e) => {
   e.preventDefault(); const t = $("prompt").value; if (!t) return;
   $("prompt").value = ""; send(t);
 });
-loadModel();
+// ?prompt=...&max_tokens=...&temperature=...&autosend=1
+const params = new URLSearchParams(location.search);
+if (params.has("max_tokens")) $("maxtok").value = params.get("max_tokens");
+if (params.has("temperature")) $("temp").value = params.get("temperature");
+if (params.has("prompt")) $("prompt").value = params.get("prompt");
+if (params.get("autosend") === "1" && $("prompt").value) {
+  const t = $("prompt").value; $("prompt").value = "";
+  send(t).catch((e) => { addLine("error", String(e)); document.body.dataset.state = "error"; });
+} else {
+  loadModel();
+}
 </script></body></html>
 )HTML";
   return page;
