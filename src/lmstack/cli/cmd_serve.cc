@@ -108,7 +108,7 @@ void print_memory(const serve::Engine& engine, const ModelSession& s, const Serv
   std::printf("memory ledger (held now; prediction):\n");
   std::printf("  weights      %12s   %s (%lld parameters)\n",
               mib(static_cast<double>(m.held(MemoryCategory::kWeights))).c_str(),
-              mib(static_cast<double>(dtype_bytes(c.dtype, c.num_parameters()))).c_str(),
+              mib(predicted_weight_bytes(c, s.model.weights, s.model.path)).c_str(),
               static_cast<long long>(c.num_parameters()));
   std::printf("  kv_cache     %12s   %s\n",
               mib(static_cast<double>(m.held(MemoryCategory::kKvCache))).c_str(),
