@@ -38,6 +38,26 @@ TEST(RunMetrics, ReadsFromFile) {
   EXPECT_EQ(read_run_metrics(path).setup.prompt_tokens, 128);
 }
 
+TEST(RunMetrics, ReadsPrettyJsonAndTheLastRecordOfAJsonlLog) {
+  const std::string dir = test::temp_dir("run_metrics_jsonl");
+  const std::string pretty = path_join(dir, "pretty.json");
+  write_file_atomic(pretty, example().dump(2));
+  EXPECT_EQ(read_run_metrics(pretty).setup.prompt_tokens, 128);
+  Json first = example(), last = example();
+  first["setup"]["prompt_tokens"] = 7;
+  last["setup"]["prompt_tokens"] = 9;
+  const std::string log = path_join(dir, "train.jsonl");
+  write_file_atomic(log, first.dump() + "\n" + last.dump() + "\n");
+  EXPECT_EQ(read_run_metrics(log).setup.prompt_tokens, 9);
+  write_file_atomic(log, first.dump() + "\n{\"schema\": \n");
+  try {
+    read_run_metrics(log);
+    ADD_FAILURE() << "a truncated last record was accepted";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("(last line)"), std::string::npos) << e.what();
+  }
+}
+
 TEST(RunMetrics, ErrorsNameTheField) {
   auto expect_error = [](Json j, const std::string& needle) {
     try {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <array>
 
+#include "lmstack/core/file.h"
+
 namespace lmstack::calc {
 namespace {
 
@@ -98,7 +100,16 @@ RunMetrics run_metrics_from_json(const Json& j, const std::string& source) {
 }
 
 RunMetrics read_run_metrics(const std::string& path) {
-  return run_metrics_from_json(read_json_file(path), path);
+  // One JSON document (generate --metrics-out), or a training log in JSONL, one record per
+  // step, whose last record is the run's final state.
+  const std::string text = read_file(path);
+  const Json whole = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!whole.is_discarded()) return run_metrics_from_json(whole, path);
+  const size_t end = text.find_last_not_of(" \t\r\n");
+  const size_t begin = end == std::string::npos ? std::string::npos : text.rfind('\n', end);
+  if (begin == std::string::npos) return run_metrics_from_json(parse_json(text, path), path);
+  const std::string source = path + " (last line)";
+  return run_metrics_from_json(parse_json(text.substr(begin + 1, end - begin), source), source);
 }
 
 Json run_metrics_to_json(const RunMetrics& m) {
