@@ -29,10 +29,11 @@ struct ModelDir {
   Json generation_config;             // generation_config.json (null when absent)
 };
 
-// Loads a model directory, or a GGUF file when `dir` ends in ".gguf" (see gguf_model.h). Throws IoError (unreadable), ConfigError (config.json: field,
-// architecture) or FormatError (safetensors or index: names the file and the tensor or field:
-// missing, mis-shaped, non-float dtype, more layers in the files than the config says).
-// The returned weights keep their files mapped for as long as any tensor lives.
+// Loads a model directory, or a GGUF file when `dir` ends in ".gguf" (see gguf_model.h). Throws
+// IoError (unreadable), ConfigError (config.json: field, architecture) or FormatError (safetensors
+// or index: names the file and the tensor or field: missing, mis-shaped, non-float dtype, more
+// layers in the files than the config says). The returned weights keep their files mapped for as
+// long as any tensor lives.
 ModelDir load_model_dir(const std::string& dir);
 
 // The tensors of a checkpoint as HF names them, with HF shapes (GPT-2's Conv1D weights as

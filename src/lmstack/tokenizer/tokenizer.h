@@ -26,7 +26,7 @@
 namespace lmstack {
 class ThreadPool;
 class GgufFile;
-}
+}  // namespace lmstack
 
 namespace lmstack::tokenizer {
 
