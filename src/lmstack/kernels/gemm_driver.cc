@@ -23,19 +23,11 @@ constexpr int64_t kKc = 384;
 constexpr int64_t kKcQuant = 256;
 constexpr int64_t kNc = 512;
 
-bool is_quant(WeightType wt) { return static_cast<int>(wt) >= static_cast<int>(WeightType::kQ8_0); }
-
-// The DType of a block-quantized WeightType (both enums list them in the same order).
-DType quant_dtype(WeightType wt) {
-  return static_cast<DType>(static_cast<int>(DType::kQ8_0) + static_cast<int>(wt) -
-                            static_cast<int>(WeightType::kQ8_0));
-}
-
 // Rows [n0, n0 + nc), columns [k0, k0 + kc) of quantized B [N, K] (row length k) as f32
 // [nc, kc]; k0 and kc are multiples of the block size.
 void dequantize_block(WeightType wt, const void* b, int64_t k, int64_t n0, int64_t nc, int64_t k0,
                       int64_t kc, float* out) {
-  const DType t = quant_dtype(wt);
+  const DType t = weight_dtype(wt);
   const int64_t row_bytes = dtype_bytes(t, k), skip = dtype_bytes(t, k0);
   const auto* base = static_cast<const uint8_t*>(b);
   for (int64_t r = 0; r < nc; ++r)
@@ -70,7 +62,7 @@ void run_block(const Job& job, int64_t ip0, int64_t ip1, int64_t j0, int64_t j1)
   thread_local std::vector<float> b_buf, deq_buf;
   const GemmIsa& isa = *job.isa;
   const int64_t mr = isa.mr, nr = isa.nr;
-  const bool quant = is_quant(job.bt);
+  const bool quant = is_quantized(weight_dtype(job.bt));
   const int64_t kc_max = quant ? kKcQuant : kKc;
   float* bp = scratch(b_buf, kc_max * (kNc + nr));
   float* deq = quant ? scratch(deq_buf, kKcQuant * kNc) : nullptr;

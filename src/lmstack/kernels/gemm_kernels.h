@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "lmstack/core/dtype.h"
+
 namespace lmstack {
 class ThreadPool;
 }
@@ -14,9 +16,9 @@ class ThreadPool;
 namespace lmstack::kernels {
 
 // Weight element types the kernels read. f32/bf16/f16 are converted to f32 in registers by
-// the GEMV kernels and the B packers; the block-quantized types (same order as their DTypes)
-// reach only the GEMM driver, which dequantizes a block of B rows to f32 before packing it
-// (quantized GEMVs have their own kernels, quant_gemv.h).
+// the GEMV kernels and the B packers; the block-quantized types (kWeightTypeDType below maps each
+// to its DType) reach only the GEMM driver, which dequantizes a block of B rows to f32 before
+// packing it (quantized GEMVs have their own kernels, quant_gemv.h).
 enum class WeightType : int {
   kF32 = 0,
   kBF16 = 1,
@@ -29,6 +31,16 @@ enum class WeightType : int {
   kInt4G64,
   kInt4G128,
 };
+inline constexpr int kNumWeightTypes = static_cast<int>(WeightType::kInt4G128) + 1;
+
+// The DType each WeightType reads, indexed by WeightType: the one mapping between the two
+// enums (linear() looks a tensor's dtype up here; the GEMM driver dequantizes by it).
+inline constexpr DType kWeightTypeDType[kNumWeightTypes] = {
+    DType::kF32,  DType::kBF16, DType::kF16,     DType::kQ8_0,    DType::kQ4_0,
+    DType::kQ4_K, DType::kQ6_K, DType::kInt4G32, DType::kInt4G64, DType::kInt4G128};
+inline constexpr DType weight_dtype(WeightType wt) {
+  return kWeightTypeDType[static_cast<int>(wt)];
+}
 
 // ---- GEMV (decode): y[r, j] for j in [n_begin, n_end), r < m ----------------------------
 // y[r * ldy + j] = sum_i x[r * k + i] * w[j * k + i] (+ bias[j]) (+ y[r * ldy + j] if

@@ -30,30 +30,8 @@ using GemvFn = void(WeightType, const void*, int64_t, int64_t, int64_t, const fl
 
 WeightType weight_type(const Tensor& w) {
   LMSTACK_CHECK(w.rank() == 2, "linear: weight must be 2-D, got {}", w.shape().str());
-  switch (w.dtype()) {
-    case DType::kF32:
-      return WeightType::kF32;
-    case DType::kBF16:
-      return WeightType::kBF16;
-    case DType::kF16:
-      return WeightType::kF16;
-    case DType::kQ8_0:
-      return WeightType::kQ8_0;
-    case DType::kQ4_0:
-      return WeightType::kQ4_0;
-    case DType::kQ4_K:
-      return WeightType::kQ4_K;
-    case DType::kQ6_K:
-      return WeightType::kQ6_K;
-    case DType::kInt4G32:
-      return WeightType::kInt4G32;
-    case DType::kInt4G64:
-      return WeightType::kInt4G64;
-    case DType::kInt4G128:
-      return WeightType::kInt4G128;
-    default:
-      break;
-  }
+  for (int i = 0; i < kNumWeightTypes; ++i)
+    if (kWeightTypeDType[i] == w.dtype()) return static_cast<WeightType>(i);
   LMSTACK_CHECK(false, "linear: unsupported weight dtype {}", dtype_name(w.dtype()));
   return WeightType::kF32;
 }
