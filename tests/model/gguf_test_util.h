@@ -1,16 +1,14 @@
 // Shared by the GGUF model tests: seeded reference models made by init_model from a config
-// JSON, and full-sequence logits through the one Decoder.
+// JSON, and full-sequence logits (logits_util.h).
 #pragma once
 
-#include <numeric>
 #include <string>
 #include <vector>
 
 #include "lmstack/core/file.h"
-#include "lmstack/model/decoder.h"
 #include "lmstack/model/init_model.h"
-#include "lmstack/model/kv_cache.h"
 #include "lmstack/model/model_dir.h"
+#include "logits_util.h"
 #include "test_util.h"
 
 namespace lmstack::model::gguf_test {
@@ -38,20 +36,7 @@ inline ModelDir make_reference(Json config, DType dtype, const std::string& dir_
   return load_model_dir(o.out_dir);
 }
 
-inline std::vector<float> logits_of(const ModelConfig& c, const ModelWeights& w,
-                                    const std::vector<int32_t>& tokens) {
-  ThreadPool pool(2);
-  Decoder dec(c, w, pool);
-  const int bs = 16, nb = (static_cast<int>(tokens.size()) + bs - 1) / bs;
-  KvCache cache(c, nb, bs);
-  std::vector<int32_t> blocks(static_cast<size_t>(nb));
-  std::iota(blocks.begin(), blocks.end(), 0);
-  ForwardBatch batch;
-  batch.add_sequence(tokens, 0, blocks, bs, true, true);
-  std::vector<float> logits;
-  dec.forward(batch, cache, logits);
-  return logits;
-}
+using test_logits::logits_of;
 
 inline const std::vector<int32_t>& sample_tokens() {
   static const std::vector<int32_t> t = {1,  5,  9, 200, 17, 3, 44,  101, 7, 250,

@@ -16,8 +16,8 @@
 #include "lmstack/kernels/ops.h"
 #include "lmstack/kernels/quant.h"
 #include "lmstack/model/init_model.h"
-#include "lmstack/model/kv_cache.h"
 #include "lmstack/model/presets.h"
+#include "logits_util.h"
 #include "test_util.h"
 
 namespace lmstack::model {
@@ -47,21 +47,7 @@ std::vector<int32_t> some_tokens(int n, int vocab, uint32_t seed) {
   return t;
 }
 
-// Logits of every position of `tokens` as one sequence.
-std::vector<float> logits_of(const ModelConfig& c, const ModelWeights& w,
-                             const std::vector<int32_t>& tokens) {
-  ThreadPool pool(2);
-  Decoder dec(c, w, pool);
-  const int bs = 16, nb = (static_cast<int>(tokens.size()) + bs - 1) / bs;
-  KvCache cache(c, nb, bs);
-  std::vector<int32_t> blocks(static_cast<size_t>(nb));
-  for (int b = 0; b < nb; ++b) blocks[static_cast<size_t>(b)] = b;
-  ForwardBatch batch;
-  batch.add_sequence(tokens, 0, blocks, bs, true, true);
-  std::vector<float> logits;
-  dec.forward(batch, cache, logits);
-  return logits;
-}
+using test_logits::logits_of;
 
 double rel_rms(const std::vector<float>& a, const std::vector<float>& b) {
   double e = 0, n = 0;

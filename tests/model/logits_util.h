@@ -1,0 +1,30 @@
+// Full-sequence logits through the one Decoder, for model tests that compare two ways of
+// loading or storing the same model (GGUF vs directory, quantized vs f32).
+#pragma once
+
+#include <numeric>
+#include <vector>
+
+#include "lmstack/core/thread_pool.h"
+#include "lmstack/model/decoder.h"
+#include "lmstack/model/kv_cache.h"
+
+namespace lmstack::model::test_logits {
+
+// Logits of every position of `tokens` as one sequence (16-token KV blocks, 2 threads).
+inline std::vector<float> logits_of(const ModelConfig& c, const ModelWeights& w,
+                                    const std::vector<int32_t>& tokens) {
+  ThreadPool pool(2);
+  Decoder dec(c, w, pool);
+  const int bs = 16, nb = (static_cast<int>(tokens.size()) + bs - 1) / bs;
+  KvCache cache(c, nb, bs);
+  std::vector<int32_t> blocks(static_cast<size_t>(nb));
+  std::iota(blocks.begin(), blocks.end(), 0);
+  ForwardBatch batch;
+  batch.add_sequence(tokens, 0, blocks, bs, true, true);
+  std::vector<float> logits;
+  dec.forward(batch, cache, logits);
+  return logits;
+}
+
+}  // namespace lmstack::model::test_logits
