@@ -9,7 +9,7 @@
 # The trained weights are a derivative of that text: ship them with the GPL-3+ notice.
 # Usage: apt-get install fortunes fortunes-zh && tools/train/train_default_model.sh [OUT]
 # Cost: ~46 MFLOP per token (6N + 12·L·T·d); 600 steps × 8192 tokens ≈ 4.9 M tokens (about
-# 3 epochs), ~40 min at ~2100 tok/s on 2 quiet cores (lmstack bench train --model ...).
+# 4 epochs), ~47 min at ~1750 tok/s on 2 quiet cores (lmstack bench train --model ...).
 set -euo pipefail
 L=${LMSTACK:-build/release/lmstack}
 OUT=${1:-runs/default}
