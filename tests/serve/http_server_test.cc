@@ -15,7 +15,7 @@
 
 #include <gtest/gtest.h>
 
-#include "lmstack/model/model_dir.h"
+#include "api_fixture.h"
 #include "test_util.h"
 
 namespace lmstack::serve {
@@ -43,27 +43,10 @@ int send_request(int port, const std::string& path, const std::string& body) {
   return fd;
 }
 
-class HttpServerTest : public ::testing::Test {
+class HttpServerTest : public test::ApiFixture {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new std::string(test::temp_dir("http_server") + "/model");
-    std::string out;
-    ASSERT_EQ(test::run_command(test::lmstack_binary() +
-                                    " init-model --preset tiny-llama --seed 1 --out " + *dir_,
-                                &out),
-              0)
-        << out;
-  }
-  static void TearDownTestSuite() { delete dir_; }
   void SetUp() override {
-    model_ = std::make_unique<model::ModelDir>(model::load_model_dir(*dir_));
-    tok_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::load(*dir_));
-    EngineOptions o;
-    o.num_blocks = 64;
-    o.prefix_cache = false;  // so a freed request leaves no block held
-    o.make_detokenizer = OpenAiApi::detokenizer_factory(*tok_);
-    engine_ = std::make_unique<Engine>(model_->config, model_->weights, pool_, o);
-    api_ = std::make_unique<OpenAiApi>(*engine_, *tok_, "tiny");
+    make_api(/*prefix_cache=*/false);  // so a freed request leaves no block held
     server_ = std::make_unique<HttpServer>(*api_, HttpServerOptions{"127.0.0.1", 0, "", 8, 60});
     port_ = server_->bind();
     listener_ = std::thread([this] { server_->listen(); });
@@ -102,17 +85,10 @@ class HttpServerTest : public ::testing::Test {
     EXPECT_NE(metrics.find("\nlmstack:request_success_total 0\n"), std::string::npos) << metrics;
   }
 
-  static std::string* dir_;
-  ThreadPool pool_{1};
-  std::unique_ptr<model::ModelDir> model_;
-  std::unique_ptr<tokenizer::Tokenizer> tok_;
-  std::unique_ptr<Engine> engine_;
-  std::unique_ptr<OpenAiApi> api_;
   std::unique_ptr<HttpServer> server_;
   int port_ = 0;
   std::thread listener_;
 };
-std::string* HttpServerTest::dir_ = nullptr;
 
 TEST_F(HttpServerTest, NonStreamingClientThatDisconnectsIsCancelled) {
   expect_disconnect_cancels(false);

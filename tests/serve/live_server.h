@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "api_fixture.h"
 #include "test_util.h"
 
 namespace lmstack::serve::test {
@@ -24,12 +25,9 @@ class LiveServer {
   LiveServer(const std::string& name, const std::string& serve_args) {
     dir_ = lmstack::test::temp_dir(name);
     const std::string bin = lmstack::test::lmstack_binary();
+    error_ = write_tiny_llama(dir_ + "/model");
+    if (!error_.empty()) return;
     std::string out;
-    if (lmstack::test::run_command(
-            bin + " init-model --preset tiny-llama --out " + dir_ + "/model --seed 1", &out) != 0) {
-      error_ = "init-model failed: " + out;
-      return;
-    }
     log_ = dir_ + "/serve.log";
     lmstack::test::run_command(bin + " serve --model " + dir_ + "/model --port 0 " + serve_args +
                                    " > " + log_ + " 2>&1 & echo $!",

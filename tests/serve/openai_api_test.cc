@@ -5,34 +5,15 @@
 
 #include <gtest/gtest.h>
 
-#include "lmstack/model/model_dir.h"
+#include "api_fixture.h"
 #include "lmstack/serve/openai_format.h"
-#include "test_util.h"
 
 namespace lmstack::serve {
 namespace {
 
-class OpenAiApiTest : public ::testing::Test {
+class OpenAiApiTest : public test::ApiFixture {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new std::string(test::temp_dir("openai_api") + "/model");
-    std::string out;
-    ASSERT_EQ(test::run_command(test::lmstack_binary() +
-                                    " init-model --preset tiny-llama --seed 1 --out " + *dir_,
-                                &out),
-              0)
-        << out;
-  }
-  static void TearDownTestSuite() { delete dir_; }
-  void SetUp() override {
-    model_ = std::make_unique<model::ModelDir>(model::load_model_dir(*dir_));
-    tok_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::load(*dir_));
-    EngineOptions o;
-    o.num_blocks = 64;
-    o.make_detokenizer = OpenAiApi::detokenizer_factory(*tok_);
-    engine_ = std::make_unique<Engine>(model_->config, model_->weights, pool_, o);
-    api_ = std::make_unique<OpenAiApi>(*engine_, *tok_, "tiny");
-  }
+  void SetUp() override { make_api(/*prefix_cache=*/true); }
   void expect_field(const std::string& body, const std::string& field, int status = 400,
                     bool chat = false) {
     try {
@@ -43,15 +24,7 @@ class OpenAiApiTest : public ::testing::Test {
       EXPECT_EQ(e.status(), status) << body;
     }
   }
-
-  static std::string* dir_;
-  ThreadPool pool_{1};
-  std::unique_ptr<model::ModelDir> model_;
-  std::unique_ptr<tokenizer::Tokenizer> tok_;
-  std::unique_ptr<Engine> engine_;
-  std::unique_ptr<OpenAiApi> api_;
 };
-std::string* OpenAiApiTest::dir_ = nullptr;
 
 TEST_F(OpenAiApiTest, BadFieldsAreNamed) {
   expect_field("[1, 2]", "");
