@@ -15,53 +15,14 @@
 #include "lmstack/train/data.h"
 #include "lmstack/train/train_log.h"
 #include "test_util.h"
+#include "train/train_fixtures.h"
 
 namespace lmstack::train {
 namespace {
 
-// A data dir of a repeating, learnable token pattern over the parity llama's 64-token vocab.
-std::string make_data(const std::string& name) {
-  const std::string dir = test::temp_dir(name);
-  std::vector<int32_t> tokens(3000);
-  for (size_t i = 0; i < tokens.size(); ++i)
-    tokens[i] = static_cast<int32_t>((i * 7 + i / 13) % 64);
-  write_shard(path_join(dir, "train-00000.bin"), tokens, 64);
-  write_shard(path_join(dir, "val-00000.bin"), {tokens.begin(), tokens.begin() + 200}, 64);
-  DataManifest m;
-  m.vocab_size = 64;
-  m.train_shards = {"train-00000.bin"};
-  m.val_shards = {"val-00000.bin"};
-  m.train_tokens = 3000;
-  m.val_tokens = 200;
-  write_data_manifest(dir, m);
-  return dir;
-}
-
-TrainConfig tiny_config(const std::string& data, const std::string& out) {
-  TrainConfig c;
-  c.model_dir = test::source_path("tests/data/train/llama/model");
-  c.data_dir = data;
-  c.out_dir = out;
-  c.steps = 6;
-  c.batch = 2;
-  c.seq = 16;
-  c.grad_accum = 2;
-  c.lr.lr = 3e-3f;
-  c.lr.warmup = 2;
-  c.save_every = 2;
-  c.eval_every = 3;
-  c.eval_batches = 2;
-  c.seed = 5;
-  c.log_path = path_join(out, "log.jsonl");
-  c.progress = false;
-  return c;
-}
-
-std::vector<double> losses_of(const std::string& log) {
-  std::vector<double> out;
-  for (const Json& j : read_train_log(log)) out.push_back(j["measured"]["loss"].get<double>());
-  return out;
-}
+using test_fixtures::losses_of;
+using test_fixtures::make_data;
+using test_fixtures::tiny_config;
 
 TEST(TrainerTest, ResumeAfterAKilledCheckpointWriteIsBitExact) {
   const std::string data = make_data("trainer_data");

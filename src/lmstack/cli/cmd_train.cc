@@ -8,6 +8,7 @@
 #include "lmstack/core/error.h"
 #include "lmstack/core/machine_probe.h"
 #include "lmstack/core/thread_pool.h"
+#include "lmstack/dist/comm.h"
 #include "lmstack/train/trainer.h"
 
 namespace lmstack::cli {
@@ -20,6 +21,7 @@ struct TrainCliOptions {
   train::TrainConfig config;
   std::string schedule = "cosine", dtype = "f32", recompute = "none", machine;
   int threads = 1;
+  double bucket_mb = 25;
 };
 
 void add_options(CLI::App& app, TrainCliOptions& o) {
@@ -58,6 +60,14 @@ void add_options(CLI::App& app, TrainCliOptions& o) {
   app.add_flag("--resume", c.resume, "continue from <out>/latest (bit-exact)");
   app.add_option("--log", c.log_path, "JSONL log, one lmstack.run.v1 record per step");
   app.add_option("--machine", o.machine, "doctor --json output: its peak FLOP/s gives the MFU");
+  app.add_option("--dp", c.dp,
+                 "data-parallel ranks: must equal mpirun -np (default: the ranks started)");
+  app.add_option("--zero", c.zero, "ZeRO stage: 0 (DDP), 1 (optimizer), 2 (+gradients), 3 (+weights)")
+      ->check(CLI::Range(0, 3));
+  app.add_option("--bucket-mb", o.bucket_mb, "gradient bucket size in MB (PyTorch DDP: 25)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--trace", c.trace_path,
+                 "Chrome trace JSON (Perfetto) of forward/backward/communication per rank");
   add_threads_option(app, o.threads);
 }
 
@@ -79,11 +89,23 @@ int run(TrainCliOptions& o) {
                                                                         : m.peak_f32_gflops()) *
                    1e9;
   }
+  c.bucket_bytes = static_cast<int64_t>(o.bucket_mb * 1e6);
   c.stop = &g_stop;
   std::signal(SIGINT, on_sigint);
   ThreadPool pool(o.threads);
-  const train::TrainResult r = train::run_training(c, pool);
+  dist::Comm& world = dist::world();
+  train::TrainResult r;
+  try {
+    r = train::run_training(c, pool);
+  } catch (const std::exception& e) {  // the other ranks would wait in their next collective
+    if (world.size() > 1) dist::abort_all(e.what());
+    throw;
+  }
   std::signal(SIGINT, SIG_DFL);
+  if (world.rank() != 0) return r.interrupted ? 130 : 0;
+  if (r.comm_hidden_fraction >= 0)
+    std::printf("communication hidden under the backward: %.1f%% (trace %s)\n",
+                100 * r.comm_hidden_fraction, c.trace_path.c_str());
   std::printf(
       "trained steps %lld-%lld of a %lld-parameter model: loss %.4f%s, %.0f tok/s; checkpoint %s\n",
       static_cast<long long>(r.first_step), static_cast<long long>(r.last_step),
@@ -106,7 +128,9 @@ const RegisterCommand kRegister{
      "--lr 1e-4 --dtype bf16 --recompute full --log ft.jsonl\n"
      "  lmstack train --init-preset tiny-llama --data data/poems --out runs/tiny --steps 200 "
      "--resume\n"
-     "  lmstack doctor --json --out doctor.json && lmstack train ... --machine doctor.json",
+     "  lmstack doctor --json --out doctor.json && lmstack train ... --machine doctor.json\n"
+     "  mpirun -np 2 lmstack train --dp 2 --zero 1 --init-preset tiny-llama --data data/poems "
+     "--out runs/dp2 --batch 8 --trace dp2.json",
      setup}};
 
 }  // namespace

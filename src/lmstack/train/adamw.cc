@@ -25,33 +25,38 @@ int64_t AdamW::state_bytes() const {
   return total;
 }
 
+AdamWStep AdamWStep::at(const AdamWConfig& c, int64_t t, float lr) {
+  const double td = static_cast<double>(t);
+  const float bias1 = static_cast<float>(1.0 - std::pow(static_cast<double>(c.beta1), td));
+  const float bias2 = static_cast<float>(1.0 - std::pow(static_cast<double>(c.beta2), td));
+  return {lr, c.beta1, c.beta2, c.eps, c.weight_decay, lr / bias1, std::sqrt(bias2)};
+}
+
+void adamw_update(ThreadPool& pool, const AdamWStep& s, bool decay_on, float* p, const float* g,
+                  float* m, float* v, int64_t n) {
+  const float decay = decay_on ? 1.0f - s.lr * s.weight_decay : 1.0f;
+  const float b1 = s.beta1, b2 = s.beta2;
+  pool.parallel_for(
+      n,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t j = begin; j < end; ++j) {
+          p[j] *= decay;
+          m[j] = m[j] * b1 + g[j] * (1.0f - b1);
+          v[j] = v[j] * b2 + g[j] * g[j] * (1.0f - b2);
+          const float denom = std::sqrt(v[j]) / s.bias2_sqrt + s.eps;
+          p[j] += -s.step_size * (m[j] / denom);
+        }
+      },
+      4096);
+}
+
 void AdamW::step(ThreadPool& pool, float lr) {
   ++steps_;
-  const float b1 = config_.beta1, b2 = config_.beta2;
-  const double t = static_cast<double>(steps_);
-  const float bias1 = static_cast<float>(1.0 - std::pow(static_cast<double>(b1), t));
-  const float bias2 = static_cast<float>(1.0 - std::pow(static_cast<double>(b2), t));
-  const float step_size = lr / bias1;
-  const float bias2_sqrt = std::sqrt(bias2);
-  for (size_t i = 0; i < params_.size(); ++i) {
-    float* p = params_[i].value->data<float>();
-    const float* g = params_[i].grad->data<float>();
-    float* m = m_[i].data<float>();
-    float* v = v_[i].data<float>();
-    const float decay = params_[i].decay ? 1.0f - lr * config_.weight_decay : 1.0f;
-    pool.parallel_for(
-        params_[i].value->numel(),
-        [&](int64_t begin, int64_t end) {
-          for (int64_t j = begin; j < end; ++j) {
-            p[j] *= decay;
-            m[j] = m[j] * b1 + g[j] * (1.0f - b1);
-            v[j] = v[j] * b2 + g[j] * g[j] * (1.0f - b2);
-            const float denom = std::sqrt(v[j]) / bias2_sqrt + config_.eps;
-            p[j] += -step_size * (m[j] / denom);
-          }
-        },
-        4096);
-  }
+  const AdamWStep s = AdamWStep::at(config_, steps_, lr);
+  for (size_t i = 0; i < params_.size(); ++i)
+    adamw_update(pool, s, params_[i].decay, params_[i].value->data<float>(),
+                 params_[i].grad->data<float>(), m_[i].data<float>(), v_[i].data<float>(),
+                 params_[i].value->numel());
 }
 
 double global_grad_norm(ThreadPool& pool, const std::vector<ParamRef>& params) {

@@ -46,6 +46,18 @@ class AdamW {
   int64_t steps_ = 0;
 };
 
+// The coefficients of one AdamW step at step count t (after increment) and learning rate lr.
+struct AdamWStep {
+  float lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
+  float step_size = 0;   // lr / (1 - β1^t)
+  float bias2_sqrt = 0;  // sqrt(1 - β2^t)
+  static AdamWStep at(const AdamWConfig& c, int64_t t, float lr);
+};
+// Updates p, m, v over [0, n) from g, as torch's _single_tensor_adamw; `decay` says whether the
+// weight decay applies. The one update both AdamW and the sharded optimizer of ZeRO run.
+void adamw_update(ThreadPool& pool, const AdamWStep& s, bool decay, float* p, const float* g,
+                  float* m, float* v, int64_t n);
+
 // sqrt(Σ g²) over all gradients (accumulated in double).
 double global_grad_norm(ThreadPool& pool, const std::vector<ParamRef>& params);
 // Scales the gradients so their global norm is at most max_norm (no-op when max_norm <= 0).

@@ -43,15 +43,30 @@ void load_state_file(const std::string& path, const TrainModel& model, std::vect
   }
 }
 
-std::string step_name(int64_t step) { return fmt::format("step-{:08d}", step); }
-
 }  // namespace
+
+std::string checkpoint_step_name(int64_t step) { return fmt::format("step-{:08d}", step); }
+
+void prune_checkpoints(const std::string& out_dir, int keep) {
+  if (keep <= 0) return;
+  const std::string root = path_join(out_dir, "checkpoints");
+  std::vector<std::string> names;  // names sort by step
+  for (const auto& e : std::filesystem::directory_iterator(root))
+    if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0)
+      names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  for (size_t i = 0; i + static_cast<size_t>(keep) < names.size(); ++i)
+    std::filesystem::remove_all(path_join(root, names[i]));
+}
 
 std::string save_checkpoint(const std::string& out_dir, const TrainModel& model, AdamW& opt,
                             const TrainerState& state, const model::ModelDirFiles& files,
                             int keep) {
   const std::string root = path_join(out_dir, "checkpoints");
-  const std::string dir = path_join(root, step_name(state.step));
+  std::string name = checkpoint_step_name(state.step);
+  if (file_exists(path_join(path_join(root, name), "index.json")))
+    name += "-n1z0";  // a sharded checkpoint of this step, resharded to one process: keep it
+  const std::string dir = path_join(root, name);
   model::write_model_dir(dir, model.config(), model::to_hf_tensors(model.config(), model.master()),
                          files);
   model::write_safetensors(path_join(dir, kExpAvg),
@@ -63,16 +78,8 @@ std::string save_checkpoint(const std::string& out_dir, const TrainModel& model,
                   {"windows_served", state.windows_served}, {"seed", state.seed},
                   {"optimizer_steps", opt.steps_taken()},   {"settings", state.settings}};
   write_file_atomic(path_join(dir, "trainer_state.json"), j.dump(2) + "\n");
-  write_file_atomic(path_join(out_dir, "latest"), "checkpoints/" + step_name(state.step) + "\n");
-  if (keep > 0) {  // prune older complete checkpoints (names sort by step)
-    std::vector<std::string> names;
-    for (const auto& e : std::filesystem::directory_iterator(root))
-      if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0)
-        names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    for (size_t i = 0; i + static_cast<size_t>(keep) < names.size(); ++i)
-      std::filesystem::remove_all(path_join(root, names[i]));
-  }
+  write_file_atomic(path_join(out_dir, "latest"), "checkpoints/" + name + "\n");
+  prune_checkpoints(out_dir, keep);
   return dir;
 }
 

@@ -43,6 +43,11 @@ TrainerState read_trainer_state(const std::string& checkpoint_dir);
 // the same directory). FormatError naming the file and tensor when one is missing/mis-shaped.
 void load_optimizer_state(const std::string& checkpoint_dir, const TrainModel& model, AdamW& opt);
 
+// "step-00000200": the directory name of a step's checkpoint.
+std::string checkpoint_step_name(int64_t step);
+// Deletes all but the newest `keep` checkpoint directories of <out>/checkpoints (0: keep all).
+void prune_checkpoints(const std::string& out_dir, int keep);
+
 // Lines "key: checkpoint X, now Y" for each setting that differs; empty when they match.
 std::string describe_settings_mismatch(const Json& saved, const Json& now);
 

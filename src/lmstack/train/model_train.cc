@@ -31,13 +31,13 @@ Tensor owned_f32(const Tensor& t, MemoryCategory category) {
 
 }  // namespace
 
-std::vector<std::pair<std::string, Tensor*>> weight_fields(model::ModelWeights& w, bool tied) {
-  std::vector<std::pair<std::string, Tensor*>> out;
-  auto add = [&](const std::string& name, Tensor& t) {
-    if (t.defined()) out.emplace_back(name, &t);
-  };
-  add("embed", w.embed);
-  add("pos_embed", w.pos_embed);
+namespace {
+
+// Calls f(name, field) for every field of `w`, defined or not, in forward order; lm_head last.
+template <class F>
+void for_each_field(model::ModelWeights& w, F&& f) {
+  f("embed", w.embed);
+  f("pos_embed", w.pos_embed);
   for (size_t i = 0; i < w.layers.size(); ++i) {
     model::LayerWeights& l = w.layers[i];
     const std::string p = "layers." + std::to_string(i) + ".";
@@ -60,12 +60,35 @@ std::vector<std::pair<std::string, Tensor*>> weight_fields(model::ModelWeights& 
                                                 {"w_down", &l.w_down},
                                                 {"b_up", &l.b_up},
                                                 {"b_down", &l.b_down}};
-    for (auto& [name, t] : fields) add(p + name, *t);
+    for (auto& [name, t] : fields) f(p + name, *t);
   }
-  add("final_norm", w.final_norm);
-  add("final_norm_bias", w.final_norm_bias);
-  if (!tied) add("lm_head", w.lm_head);
+  f("final_norm", w.final_norm);
+  f("final_norm_bias", w.final_norm_bias);
+  f("lm_head", w.lm_head);
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, Tensor*>> weight_fields(model::ModelWeights& w, bool tied) {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  for_each_field(w, [&](const std::string& name, Tensor& t) {
+    if (t.defined() && !(tied && name == "lm_head")) out.emplace_back(name, &t);
+  });
   return out;
+}
+
+Tensor* weight_field(model::ModelWeights& w, const std::string& name) {
+  Tensor* found = nullptr;
+  for_each_field(w, [&](const std::string& n, Tensor& t) {
+    if (n == name) found = &t;
+  });
+  return found;
+}
+
+int param_group(const std::string& name, int num_layers) {
+  if (name == "embed" || name == "pos_embed") return 0;
+  if (name.rfind("layers.", 0) == 0) return std::stoi(name.substr(7)) + 1;
+  return num_layers + 1;
 }
 
 TrainModel::TrainModel(const model::ModelConfig& config, const model::ModelWeights& init,
@@ -130,6 +153,21 @@ int64_t TrainModel::num_parameters() const {
 
 int64_t TrainModel::activation_bytes() const { return buf_ ? buf_->bytes() : 0; }
 
+void TrainModel::bind_param(size_t index, Tensor value, Tensor grad) {
+  ParamRef& p = params_.at(index);
+  LMSTACK_CHECK(!value.defined() || !grad.defined() || value.shape() == grad.shape(),
+                "bind {}: value {} vs grad {}", p.name, value.shape().str(), grad.shape().str());
+  *p.value = std::move(value);
+  *p.grad = std::move(grad);
+  const bool f32 = options_.compute_dtype == DType::kF32;
+  if (f32) *weight_field(compute_, p.name) = *p.value;
+  if (p.name == "embed" && config_.tie_word_embeddings) {
+    master_.lm_head = master_.embed;
+    grads_.lm_head = grads_.embed;
+    if (f32) compute_.lm_head = compute_.embed;
+  }
+}
+
 void TrainModel::zero_grads() {
   for (ParamRef& p : params_)
     std::memset(p.grad->raw_data(), 0, static_cast<size_t>(p.grad->nbytes()));
@@ -143,6 +181,8 @@ void TrainModel::forward(const int32_t* inputs, int batch, int seq) {
   ensure_buffers(batch, seq);
   Buffers& b = *buf_;
   const int64_t n = static_cast<int64_t>(batch) * seq;
+  const int head = c.num_layers + 1;
+  hook(&TrainHooks::before_forward, 0);
   float* x0 = fptr(b.inputs[0]);
   kernels::embedding_lookup(x0, compute_.embed, inputs, n);
   if (c.learned_positions) {
@@ -150,10 +190,17 @@ void TrainModel::forward(const int32_t* inputs, int batch, int seq) {
     kernels::embedding_lookup(pos.data(), compute_.pos_embed, b.positions.data(), n);
     kernels::add_inplace(x0, pos.data(), n * c.hidden_size);
   }
-  for (int l = 0; l < c.num_layers; ++l) layer_forward(l, batch, seq);
+  hook(&TrainHooks::after_forward, 0);
+  for (int l = 0; l < c.num_layers; ++l) {
+    hook(&TrainHooks::before_forward, l + 1);
+    layer_forward(l, batch, seq);
+    hook(&TrainHooks::after_forward, l + 1);
+  }
+  hook(&TrainHooks::before_forward, head);
   norm_forward(fptr(b.nf), fptr(b.nf_mean), fptr(b.nf_rstd), fptr(b.inputs.back()),
                master_.final_norm, master_.final_norm_bias, n);
   kernels::linear(pool_, fptr(b.logits), fptr(b.nf), compute_.lm_head, n);
+  hook(&TrainHooks::after_forward, head);
 }
 
 double TrainModel::forward_backward(const int32_t* inputs, const int32_t* targets, int batch,
@@ -189,6 +236,8 @@ void TrainModel::backward(const int32_t* inputs) {
   Buffers& b = *buf_;
   const int64_t n = static_cast<int64_t>(b.batch) * b.seq;
   const size_t row_bytes = static_cast<size_t>(n * c.hidden_size) * sizeof(float);
+  const int head = c.num_layers + 1;
+  hook(&TrainHooks::before_backward, head);
   std::memset(b.dn.data(), 0, row_bytes);
   Tensor none;
   linear_backward(fptr(b.dn), grads_.lm_head, none, fptr(b.logits), fptr(b.nf), compute_.lm_head,
@@ -196,14 +245,19 @@ void TrainModel::backward(const int32_t* inputs) {
   std::memset(b.dx.data(), 0, row_bytes);
   norm_backward(fptr(b.dx), fptr(b.dn), fptr(b.inputs.back()), master_.final_norm, fptr(b.nf_mean),
                 fptr(b.nf_rstd), grads_.final_norm, grads_.final_norm_bias, n);
+  hook(&TrainHooks::after_backward, head);
   for (int l = c.num_layers - 1; l >= 0; --l) {
+    hook(&TrainHooks::before_backward, l + 1);
     if (options_.recompute) layer_forward(l, b.batch, b.seq);
     layer_backward(l, b.batch, b.seq, fptr(b.dx));
+    hook(&TrainHooks::after_backward, l + 1);
   }
+  hook(&TrainHooks::before_backward, 0);
   embedding_backward(grads_.embed.data<float>(), fptr(b.dx), inputs, n, c.hidden_size);
   if (c.learned_positions)
     embedding_backward(grads_.pos_embed.data<float>(), fptr(b.dx), b.positions.data(), n,
                        c.hidden_size);
+  hook(&TrainHooks::after_backward, 0);
 }
 
 }  // namespace lmstack::train

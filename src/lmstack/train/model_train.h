@@ -40,6 +40,27 @@ struct ParamRef {
 
 // Every defined tensor field of `w` with its lmstack name, tied lm_head skipped.
 std::vector<std::pair<std::string, Tensor*>> weight_fields(model::ModelWeights& w, bool tied);
+// The field named `name` ("layers.3.wq", "embed", ...) of `w`, defined or not; nullptr for an
+// unknown name. `w.layers` must already have its entries.
+Tensor* weight_field(model::ModelWeights& w, const std::string& name);
+
+// Parameter groups in forward order: 0 = embeddings, 1..L = layer l-1, L+1 = head (final norm
+// and lm_head). Data parallelism buckets and ZeRO-3 gathers work group by group.
+int param_group(const std::string& name, int num_layers);
+
+// Called by TrainModel around each group's forward and backward, so parallelism can act from
+// outside the model (torchtitan's rule: model code never includes dist/): ZeRO-3 gathers a
+// group's weights in before_* and frees them in after_*; data parallelism starts a bucket's
+// all-reduce in after_backward once the group's gradients are complete. Under --recompute the
+// layer's forward runs again inside its backward, between before_backward and after_backward.
+class TrainHooks {
+ public:
+  virtual ~TrainHooks() = default;
+  virtual void before_forward(int group) = 0;
+  virtual void after_forward(int group) = 0;
+  virtual void before_backward(int group) = 0;
+  virtual void after_backward(int group) = 0;
+};
 
 class TrainModel {
  public:
@@ -60,6 +81,12 @@ class TrainModel {
   void logits(const int32_t* inputs, int batch, int seq, std::vector<float>& out);
 
   void zero_grads();
+  // Hooks called around each group (nullptr: none). Not owned.
+  void set_hooks(TrainHooks* hooks) { hooks_ = hooks; }
+  // Points parameter `index` of params() (and, in f32 mode, its compute view; a tied lm_head
+  // follows embed) at `value` and `grad`: views into a data-parallel flat buffer, or undefined
+  // tensors while ZeRO-3 holds the weights elsewhere. Shapes must match.
+  void bind_param(size_t index, Tensor value, Tensor grad);
   // Refreshes the bf16 compute copies from the master weights (no-op in f32 mode).
   void sync_compute_weights();
 
@@ -77,6 +104,9 @@ class TrainModel {
 
  private:
   void ensure_buffers(int batch, int seq);
+  void hook(void (TrainHooks::*call)(int), int group) {
+    if (hooks_) (hooks_->*call)(group);
+  }
   void forward(const int32_t* inputs, int batch, int seq);
   void backward(const int32_t* inputs);
   void layer_forward(int layer, int batch, int seq);
@@ -98,6 +128,7 @@ class TrainModel {
   std::vector<ParamRef> params_;
   std::vector<float> inv_freq_;
   std::unique_ptr<Buffers> buf_;
+  TrainHooks* hooks_ = nullptr;
 };
 
 }  // namespace lmstack::train

@@ -2,6 +2,8 @@
 // loop itself is run_steps(). Loss per step = mean over its B·T·G tokens.
 #include "lmstack/train/trainer.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <optional>
 
@@ -13,6 +15,8 @@
 #include "lmstack/model/presets.h"
 #include "lmstack/train/checkpoint.h"
 #include "lmstack/train/data.h"
+#include "lmstack/train/data_parallel.h"
+#include "lmstack/train/sharded_checkpoint.h"
 #include "lmstack/train/train_log.h"
 
 namespace lmstack::train {
@@ -25,7 +29,8 @@ std::string tokenizer_json_of(const std::string& path) {
 
 // A random model written under <out>/init from a preset or a config.json, vocabulary sized to
 // the data's tokenizer.
-model::ModelDir init_from_scratch(const TrainConfig& tc, const DataManifest& data) {
+model::ModelDir init_from_scratch(const TrainConfig& tc, const DataManifest& data,
+                                  dist::Comm& comm) {
   Json cfg = !tc.init_preset.empty() ? model::find_model_preset(tc.init_preset, "").config
                                      : read_json_file(tc.init_config);
   const int64_t vocab = cfg.value("vocab_size", int64_t{0});
@@ -38,7 +43,8 @@ model::ModelDir init_from_scratch(const TrainConfig& tc, const DataManifest& dat
   o.seed = tc.seed;
   o.tokenizer_path = tokenizer_json_of(data.tokenizer);
   if (!o.tokenizer_path.empty() && !file_exists(o.tokenizer_path)) o.tokenizer_path.clear();
-  model::init_model(o);
+  if (comm.rank() == 0) model::init_model(o);
+  comm.barrier();  // rank 0 wrote it; every rank loads the same weights
   return model::load_model_dir(o.out_dir);
 }
 
@@ -91,19 +97,70 @@ struct Run {
   model::ModelDirFiles files;
   std::string last_checkpoint;
   int64_t step = 0;
+  dist::Comm* comm = nullptr;
+  std::unique_ptr<TraceRecorder> trace;
+  std::unique_ptr<DataParallel> dp;  // null: the single-process path
 };
+
+// The mean of each rank's value, summed in rank order (the same result on every rank).
+double mean_over_ranks(dist::Comm& comm, double value) {
+  std::vector<double> all(static_cast<size_t>(comm.size()));
+  comm.all_gather(&value, all.data(), sizeof(double), DType::kI8);
+  double sum = 0;
+  for (double v : all) sum += v;
+  return sum / static_cast<double>(comm.size());
+}
+
+// Bytes this rank holds: weights (bf16 compute copies in mixed precision), f32 gradients,
+// optimizer state (m, v, and the f32 master in mixed precision), activations.
+std::array<int64_t, 6> held_bytes(Run& r) {
+  const bool mixed = r.tc.dtype != DType::kF32;
+  int64_t master = 0, grads = 0, opt = 0, peak_master = 0, peak_grads = 0;
+  if (r.dp) {
+    const HeldBytes h = r.dp->held_bytes();
+    master = h.weights, grads = h.gradients, opt = h.optimizer;
+    peak_master = h.peak_weights, peak_grads = h.peak_gradients;
+  } else {
+    for (const ParamRef& p : r.model->params())
+      master += p.value->nbytes(), grads += p.grad->nbytes();
+    opt = r.opt->state_bytes(), peak_master = master, peak_grads = grads;
+  }
+  return {mixed ? master / 2 : master,        grads, opt + (mixed ? master : 0),
+          r.model->activation_bytes(), mixed ? peak_master / 2 : peak_master, peak_grads};
+}
+
+// Per-rank bytes held and moved this step, gathered from every rank (collective).
+Json per_rank_json(Run& r, const dist::CommStats& step_comm) {
+  const std::array<int64_t, 6> h = held_bytes(r);
+  const std::array<int64_t, 9> mine = {
+      h[0], h[1], h[2], h[3], h[4], h[5], step_comm.all_reduce_bytes,
+      step_comm.reduce_scatter_bytes, step_comm.all_gather_bytes};
+  std::vector<int64_t> all(mine.size() * static_cast<size_t>(r.comm->size()));
+  r.comm->all_gather(mine.data(), all.data(), static_cast<int64_t>(sizeof(mine)), DType::kI8);
+  Json ranks = Json::array();
+  for (int q = 0; q < r.comm->size(); ++q) {
+    const int64_t* v = all.data() + static_cast<size_t>(q) * mine.size();
+    ranks.push_back({{"rank", q},
+                     {"weights_bytes", v[0]},
+                     {"gradients_bytes", v[1]},
+                     {"optimizer_bytes", v[2]},
+                     {"activations_bytes", v[3]},
+                     {"peak_weights_bytes", v[4]},
+                     {"peak_gradients_bytes", v[5]},
+                     {"comm_bytes", {{"all_reduce", v[6]}, {"reduce_scatter", v[7]},
+                                     {"all_gather", v[8]}, {"total", v[6] + v[7] + v[8]}}}});
+  }
+  return ranks;
+}
 
 Json metrics_line(Run& r, Json measured) {
   const TrainConfig& tc = r.tc;
   const bool mixed = tc.dtype != DType::kF32;
-  int64_t master = 0, grads = 0, compute = 0;
-  for (const ParamRef& p : r.model->params())
-    master += p.value->nbytes(), grads += p.grad->nbytes();
-  compute = mixed ? master / 2 : master;
-  measured["weights_bytes"] = compute;
-  measured["gradients_bytes"] = grads;
-  measured["optimizer_bytes"] = r.opt->state_bytes() + (mixed ? master : 0);
-  measured["activations_bytes"] = r.model->activation_bytes();
+  const std::array<int64_t, 6> h = held_bytes(r);
+  measured["weights_bytes"] = h[0];
+  measured["gradients_bytes"] = h[1];
+  measured["optimizer_bytes"] = h[2];
+  measured["activations_bytes"] = h[3];
   measured["flops_per_token"] = train_flops_per_token(r.model->config(), tc.seq) / 3;
   Json setup = {{"dtype", std::string(dtype_name(tc.dtype))},
                 {"micro_batch", tc.batch},
@@ -113,6 +170,8 @@ Json metrics_line(Run& r, Json measured) {
                 {"precision", mixed ? "mixed" : "fp32"},
                 {"recompute", tc.recompute ? "full" : "none"},
                 {"threads", r.pool.num_threads()},
+                {"dp", r.comm->size()},
+                {"zero", r.dp ? r.dp->zero() : 0},
                 {"flops_convention", "palm"}};
   Json line = {{"schema", "lmstack.run.v1"},
                {"kind", "train"},
@@ -135,18 +194,54 @@ double evaluate(Run& r) {
     v.next_batch(b, in, tg);
     sum += r.model->evaluate(in.data(), tg.data(), b, r.tc.seq);
   }
+  if (r.dp) r.dp->release_gathered();  // every rank evaluated the same batches
   return sum / batches;
 }
 
 void save(Run& r) {
   TrainerState s{r.step, r.train->position().windows_served, r.tc.seed, r.settings};
   r.last_checkpoint =
-      save_checkpoint(r.tc.out_dir, *r.model, *r.opt, s, r.files, r.tc.keep_checkpoints);
+      r.dp ? save_sharded_checkpoint(r.tc.out_dir, *r.model, *r.dp, *r.comm, s, r.files,
+                                     r.tc.keep_checkpoints)
+           : save_checkpoint(r.tc.out_dir, *r.model, *r.opt, s, r.files, r.tc.keep_checkpoints);
   r.log->flush();
+}
+
+// One data-parallel step: this rank's slice of each global micro-batch, gradients reduced by
+// the engine during the last backward, loss averaged over ranks.
+std::pair<double, double> train_step_dp(Run& r) {
+  const TrainConfig& tc = r.tc;
+  const int n = r.comm->size(), local = tc.batch / n;
+  const size_t first = static_cast<size_t>(r.comm->rank()) * static_cast<size_t>(local) *
+                       static_cast<size_t>(tc.seq);
+  r.dp->zero_grads();
+  r.dp->reset_peaks();
+  std::vector<int32_t> in, tg;
+  const float scale =
+      1.0f / static_cast<float>(static_cast<int64_t>(tc.batch) * tc.seq * tc.grad_accum);
+  double loss = 0;
+  for (int m = 0; m < tc.grad_accum; ++m) {
+    r.train->next_batch(tc.batch, in, tg);  // the global batch; this rank reads its slice
+    r.dp->begin_micro_batch(m == tc.grad_accum - 1);
+    loss += r.model->forward_backward(in.data() + first, tg.data() + first, local, tc.seq,
+                                      scale) /
+            tc.grad_accum;
+  }
+  r.dp->finish_gradients();
+  loss = mean_over_ranks(*r.comm, loss);
+  if (!std::isfinite(loss))
+    throw_error<Error>("step {}: the loss is {}; stopping without saving this state", r.step + 1,
+                       loss);
+  const double norm = r.dp->clip_grad_norm(tc.grad_clip);
+  r.dp->optimizer_step(static_cast<float>(learning_rate(tc.lr, r.step)));
+  r.model->sync_compute_weights();
+  ++r.step;
+  return {loss, norm};
 }
 
 // One optimizer step; returns (mean loss, grad norm before clipping).
 std::pair<double, double> train_step(Run& r) {
+  if (r.dp) return train_step_dp(r);
   const TrainConfig& tc = r.tc;
   r.model->zero_grads();
   std::vector<int32_t> in, tg;
@@ -177,6 +272,7 @@ void run_steps(Run& r, TrainResult& result) {
   while (r.step < tc.steps) {
     Timer t;
     const double lr = learning_rate(tc.lr, r.step);
+    const dist::CommStats before = r.comm->stats();
     const auto [loss, norm] = train_step(r);
     const double dt = t.seconds();
     step_seconds += dt;
@@ -185,6 +281,14 @@ void run_steps(Run& r, TrainResult& result) {
     Json m = {{"step", r.step}, {"loss", loss},         {"lr", lr},    {"grad_norm", norm},
               {"tok_s", tok_s}, {"train_tok_s", tok_s}, {"step_s", dt}};
     if (tc.peak_flops > 0) m["mfu"] = mfu;
+    if (r.dp) {
+      dist::CommStats moved = r.comm->stats();
+      moved.all_reduce_bytes -= before.all_reduce_bytes;
+      moved.reduce_scatter_bytes -= before.reduce_scatter_bytes;
+      moved.all_gather_bytes -= before.all_gather_bytes;
+      m["comm_bytes"] = moved.all_reduce_bytes + moved.reduce_scatter_bytes + moved.all_gather_bytes;
+      m["ranks"] = per_rank_json(r, moved);
+    }
     result.last_loss = loss, result.tok_s = tok_s, result.mfu = mfu;
     const bool last = r.step == tc.steps;
     if (r.val && ((tc.eval_every > 0 && r.step % tc.eval_every == 0) || last)) {
@@ -192,7 +296,7 @@ void run_steps(Run& r, TrainResult& result) {
       m["eval_loss"] = result.last_eval_loss;
     }
     r.log->append(metrics_line(r, m));
-    if (tc.progress && (since_print.seconds() >= 1.0 || last || r.step == result.first_step + 1)) {
+    if (tc.progress && r.comm->rank() == 0 && (since_print.seconds() >= 1.0 || last || r.step == result.first_step + 1)) {
       const double eta = step_seconds / static_cast<double>(r.step - result.first_step) *
                          static_cast<double>(tc.steps - r.step);
       fmt::print(stderr,
@@ -203,14 +307,21 @@ void run_steps(Run& r, TrainResult& result) {
                  format_eta(eta));
       since_print.reset();
     }
-    const bool stop = tc.stop && tc.stop->load();
+    bool stop = tc.stop && tc.stop->load();
+    if (r.dp) {  // stop together: saving is collective
+      const int32_t mine = stop ? 1 : 0;
+      std::vector<int32_t> all(static_cast<size_t>(r.comm->size()));
+      r.comm->all_gather(&mine, all.data(), 1, DType::kI32);
+      stop = std::find(all.begin(), all.end(), 1) != all.end();
+    }
     if ((tc.save_every > 0 && r.step % tc.save_every == 0) || last || stop)
       save(r);
     else if (wall.seconds() > 5)
       r.log->flush(), wall.reset();
     if (stop) {
       result.interrupted = true;
-      fmt::print(stderr, "interrupted: saved {}\n", r.last_checkpoint);
+      if (r.comm->rank() == 0)
+        fmt::print(stderr, "interrupted: saved {}\n", r.last_checkpoint);
       break;
     }
   }
@@ -227,20 +338,90 @@ double train_flops_per_token(const model::ModelConfig& c, int seq) {
   return 6 * matmul + 12.0 * c.num_layers * seq * c.q_dim();
 }
 
+namespace {
+
+// The model directory of a checkpoint: a Hugging Face directory, or (sharded) its weights
+// assembled from the shards (every rank holds them until DataParallel takes its chunks).
+model::ModelDir load_checkpoint_model(const std::string& dir) {
+  if (!file_exists(path_join(dir, "index.json"))) return model::load_model_dir(dir);
+  model::ModelDir md;
+  const CheckpointReader reader(dir);
+  md.config = reader.config();
+  md.weights = reader.full_weights(StateKind::kWeights);
+  const std::string tok = path_join(dir, "tokenizer.json");
+  if (file_exists(tok)) md.tokenizer_path = tok;
+  const std::string tok_config = path_join(dir, "tokenizer_config.json");
+  if (file_exists(tok_config)) md.tokenizer_config = read_json_file(tok_config);
+  const std::string gen = path_join(dir, "generation_config.json");
+  if (file_exists(gen)) md.generation_config = read_json_file(gen);
+  return md;
+}
+
+// Optimizer state of the single-process path from any checkpoint layout.
+void load_single_process_optimizer(const std::string& dir, TrainModel& model, AdamW& opt) {
+  if (!file_exists(path_join(dir, "index.json"))) return load_optimizer_state(dir, model, opt);
+  const CheckpointReader reader(dir);
+  for (size_t i = 0; i < model.params().size(); ++i) {
+    const ParamRef& p = model.params()[i];
+    reader.read(StateKind::kExpAvg, p.name, 0, p.value->numel(), opt.exp_avg()[i].data<float>());
+    reader.read(StateKind::kExpAvgSq, p.name, 0, p.value->numel(),
+                opt.exp_avg_sq()[i].data<float>());
+  }
+  const std::string path = path_join(dir, "trainer_state.json");
+  opt.set_steps_taken(require<int64_t>(read_json_file(path), "optimizer_steps", path));
+}
+
+void check_parallel_config(const TrainConfig& tc, const dist::Comm& comm) {
+  if (tc.dp > 0 && tc.dp != comm.size())
+    throw_error<ConfigError>("--dp {} but the launcher started {} rank(s) (mpirun -np {})", tc.dp,
+                             comm.size(), tc.dp);
+  if (tc.batch % comm.size() != 0)
+    throw_error<ConfigError>("--batch {} (the global micro-batch) is not divisible by the {} ranks",
+                             tc.batch, comm.size());
+}
+
+// Sets up the engine (data parallel path) or the single-process optimizer.
+void setup_optimizer(Run& r, const std::optional<std::string>& ckpt) {
+  const TrainConfig& tc = r.tc;
+  const bool parallel = r.comm->size() > 1 || tc.zero > 0 || !tc.trace_path.empty();
+  if (!parallel) {
+    r.opt = std::make_unique<AdamW>(r.model->params(), tc.adam);
+    if (ckpt) load_single_process_optimizer(*ckpt, *r.model, *r.opt);
+    return;
+  }
+  if (!tc.trace_path.empty()) r.trace = std::make_unique<TraceRecorder>(r.comm->rank());
+  r.dp = std::make_unique<DataParallel>(*r.model, *r.comm, r.pool,
+                                        DataParallelOptions{tc.zero, tc.bucket_bytes}, tc.adam,
+                                        r.trace.get());
+  if (ckpt) load_sharded_state(CheckpointReader(*ckpt), *ckpt, *r.dp);
+  r.model->sync_compute_weights();
+}
+
+// True when `dir` was written by another layout (world size, ZeRO stage) than this run's.
+bool layout_differs(const std::string& dir, const Run& r) {
+  const Json j = read_json_file(path_join(dir, "trainer_state.json"));
+  return j.value("world_size", 1) != r.comm->size() || j.value("zero", 0) != (r.dp ? r.dp->zero() : 0);
+}
+
+}  // namespace
+
 TrainResult run_training(const TrainConfig& config, ThreadPool& pool) {
   TrainConfig tc = config;
   tc.lr.total = tc.steps;
   Run r(tc, pool);
+  r.comm = tc.comm ? tc.comm : &dist::world();
+  check_parallel_config(tc, *r.comm);
+  const bool rank0 = r.comm->rank() == 0;
   r.data = read_data_manifest(tc.data_dir);
   const std::optional<std::string> ckpt = tc.resume ? latest_checkpoint(tc.out_dir) : std::nullopt;
-  if (tc.resume && !ckpt)
+  if (tc.resume && !ckpt && rank0)
     fmt::print(stderr, "no checkpoint in {}: starting from step 0\n", tc.out_dir);
   if (ckpt)
-    r.md = model::load_model_dir(*ckpt);
+    r.md = load_checkpoint_model(*ckpt);
   else if (!tc.model_dir.empty())
     r.md = model::load_model_dir(tc.model_dir);
   else
-    r.md = init_from_scratch(tc, r.data);
+    r.md = init_from_scratch(tc, r.data, *r.comm);
   if (r.data.vocab_size > r.md.config.vocab_size)
     throw_error<ConfigError>("the data's vocabulary ({}) is larger than the model's ({})",
                              r.data.vocab_size, r.md.config.vocab_size);
@@ -255,28 +436,35 @@ TrainResult run_training(const TrainConfig& config, ThreadPool& pool) {
   }
   r.model = std::make_unique<TrainModel>(r.md.config, r.md.weights, pool,
                                          TrainModelOptions{tc.dtype, tc.recompute});
-  r.opt = std::make_unique<AdamW>(r.model->params(), tc.adam);
-  if (ckpt) load_optimizer_state(*ckpt, *r.model, *r.opt);
+  const int64_t num_parameters = r.model->num_parameters();  // before ZeRO-3 shards them
+  setup_optimizer(r, ckpt);
   r.train = std::make_unique<TokenLoader>(tc.data_dir, "train", tc.seq, tc.seed, true);
   r.train->set_position({state.windows_served});
   if (!r.data.val_shards.empty())
     r.val = std::make_unique<TokenLoader>(tc.data_dir, "val", tc.seq, 0, false);
   r.files = files_of(r.md);
-  r.log = std::make_unique<TrainLog>(tc.log_path, ckpt ? state.step : -1);
+  r.log = std::make_unique<TrainLog>(rank0 ? tc.log_path : "", ckpt ? state.step : -1);
   r.step = state.step;
   r.last_checkpoint = ckpt.value_or("");
   TrainResult result;
   result.first_step = r.step;
-  result.num_parameters = r.model->num_parameters();
+  result.num_parameters = num_parameters;
   try {
+    // A resume with no step left and another layout reshards: it writes the checkpoint anew.
+    if (ckpt && r.step >= tc.steps && layout_differs(*ckpt, r)) save(r);
     run_steps(r, result);
   } catch (const Error& e) {  // the third error boundary: report, keep the last checkpoint
     r.log->flush();
-    fmt::print(stderr, "training stopped at step {}: {}\nlast good checkpoint: {}\n", r.step,
+    fmt::print(stderr, "{}training stopped at step {}: {}\nlast good checkpoint: {}\n",
+               r.comm->size() > 1 ? fmt::format("rank {}: ", r.comm->rank()) : "", r.step,
                e.what(), r.last_checkpoint.empty() ? "none" : r.last_checkpoint);
     throw;
   }
   r.log->flush();
+  if (r.trace) {
+    result.comm_hidden_fraction = r.trace->hidden_fraction("backward");
+    write_trace(tc.trace_path, *r.trace, *r.comm);
+  }
   result.checkpoint = r.last_checkpoint;
   return result;
 }

@@ -15,6 +15,7 @@
 #include "lmstack/core/dtype.h"
 #include "lmstack/core/json.h"
 #include "lmstack/core/thread_pool.h"
+#include "lmstack/dist/comm.h"
 #include "lmstack/train/adamw.h"
 
 namespace lmstack::train {
@@ -42,6 +43,16 @@ struct TrainConfig {
   Json machine;           // doctor report for the log (null = none)
   bool progress = true;   // progress line on stderr
   const std::atomic<bool>* stop = nullptr;
+  // Data parallelism (data_parallel.h). `batch` is the global micro-batch: rank r of N takes
+  // sequences [r·batch/N, (r+1)·batch/N) of each one (Megatron's global batch = batch ·
+  // grad_accum, split over ranks), so the batches and their order equal the single-process
+  // run's. The data-parallel engine (sharded checkpoints) runs when the world has more than
+  // one rank, zero > 0 or a trace is asked for; otherwise the single-process path.
+  dist::Comm* comm = nullptr;  // nullptr: dist::world()
+  int dp = 0;                  // expected world size (0: whatever the launcher started)
+  int zero = 0;
+  int64_t bucket_bytes = 25LL << 20;
+  std::string trace_path;  // Chrome trace JSON of forward/backward/communication spans
 };
 
 struct TrainResult {
@@ -51,6 +62,7 @@ struct TrainResult {
   bool interrupted = false;
   std::string checkpoint;  // the newest checkpoint directory
   int64_t num_parameters = 0;
+  double comm_hidden_fraction = -1;  // share of communication time under the backward (trace)
 };
 
 // Runs the training. Throws lmstack::Error subclasses (after reporting the last good

@@ -1,0 +1,263 @@
+// Sharded checkpoints and the layout-independent reader (contracts in sharded_checkpoint.h,
+// format in docs/formats/checkpoint.md). index.json:
+//   {"format": "lmstack.sharded_checkpoint.v1", "world_size": N, "zero": Z, "files": [...],
+//    "tensors": {"layers.0.wq": {"shape": [64, 64],
+//                                "slices": [[begin, end, file, "u3", offset], ...]}}}
+// a slice: elements [begin, end) of the flattened tensor are elements [offset, offset + end -
+// begin) of tensors "weights.u3", "exp_avg.u3", "exp_avg_sq.u3" of files[file].
+#include "lmstack/train/sharded_checkpoint.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "lmstack/core/error.h"
+#include "lmstack/core/file.h"
+#include "lmstack/model/safetensors.h"
+
+namespace lmstack::train {
+namespace {
+
+constexpr const char* kIndex = "index.json";
+constexpr const char* kKindPrefix[] = {"weights.", "exp_avg.", "exp_avg_sq."};
+constexpr const char* kWholeFile[] = {"model.safetensors", "optimizer.exp_avg.safetensors",
+                                      "optimizer.exp_avg_sq.safetensors"};
+
+std::string shard_file(int rank, int world) {
+  return fmt::format("shard-{:05d}-of-{:05d}.safetensors", rank, world);
+}
+
+struct Slice {
+  int64_t begin, end;
+  size_t file;
+  std::string key;
+  int64_t offset;
+};
+
+}  // namespace
+
+struct CheckpointReader::Impl {
+  std::string dir;
+  // sharded
+  std::vector<std::string> files;
+  mutable std::vector<std::unique_ptr<model::SafetensorsFile>> open;
+  std::map<std::string, std::vector<Slice>> slices;
+  // whole tensors, per kind (opened on first use)
+  mutable std::map<std::string, Tensor> whole[3];
+  mutable bool whole_loaded[3] = {false, false, false};
+
+  const float* sharded_data(const Slice& s, StateKind kind) const {
+    auto& f = open[s.file];
+    if (!f) f = std::make_unique<model::SafetensorsFile>(path_join(dir, files[s.file]));
+    const std::string name = kKindPrefix[static_cast<int>(kind)] + s.key;
+    const Tensor t = f->tensor(name);
+    if (t.dtype() != DType::kF32)
+      throw_error<FormatError>("{}: tensor '{}' is {}, expected F32", f->path(), name,
+                               dtype_name(t.dtype()));
+    return t.data<float>() + s.offset;  // the mapping outlives the view
+  }
+
+  const Tensor& whole_tensor(const model::ModelConfig& config, StateKind kind,
+                             const std::string& name) const {
+    const int k = static_cast<int>(kind);
+    if (!whole_loaded[k]) {
+      const std::string path = path_join(dir, kWholeFile[k]);
+      model::ModelWeights w =
+          model::load_weights(config, model::SafetensorsSet::open_file(path));
+      for (auto& [n, t] : weight_fields(w, config.tie_word_embeddings)) {
+        if (t->dtype() != DType::kF32)
+          throw_error<FormatError>("{}: '{}' is {}, a training checkpoint holds f32", path, n,
+                                   dtype_name(t->dtype()));
+        whole[k][n] = *t;
+      }
+      whole_loaded[k] = true;
+    }
+    return whole[k].at(name);
+  }
+};
+
+CheckpointReader::CheckpointReader(const std::string& dir) : impl_(std::make_unique<Impl>()) {
+  impl_->dir = dir;
+  const std::string cfg = path_join(dir, "config.json");
+  config_ = model::ModelConfig::from_json(read_json_file(cfg), cfg);
+  const std::string index = path_join(dir, kIndex);
+  sharded_ = file_exists(index);
+  if (!sharded_) {
+    model::ModelWeights w = model::load_model_dir(dir).weights;
+    for (auto& [n, t] : weight_fields(w, config_.tie_word_embeddings)) shapes_[n] = t->shape();
+    return;
+  }
+  const Json j = read_json_file(index);
+  if (require<std::string>(j, "format", index) != "lmstack.sharded_checkpoint.v1")
+    throw_error<FormatError>("{}: format is not lmstack.sharded_checkpoint.v1", index);
+  world_size_ = require<int>(j, "world_size", index);
+  zero_ = require<int>(j, "zero", index);
+  impl_->files = require<std::vector<std::string>>(j, "files", index);
+  impl_->open.resize(impl_->files.size());
+  const Json tensors = require<Json>(j, "tensors", index);
+  for (const auto& [name, t] : tensors.items()) {
+    shapes_[name] = Shape(require<std::vector<int64_t>>(t, "shape", index));
+    auto& list = impl_->slices[name];
+    const Json slices = require<Json>(t, "slices", index);
+    for (const Json& s : slices) {
+      if (!s.is_array() || s.size() != 5 || s[2].get<size_t>() >= impl_->files.size())
+        throw_error<FormatError>("{}: tensor '{}': a slice is not [begin, end, file, key, offset]",
+                                 index, name);
+      list.push_back({s[0].get<int64_t>(), s[1].get<int64_t>(), s[2].get<size_t>(),
+                      s[3].get<std::string>(), s[4].get<int64_t>()});
+    }
+  }
+}
+
+CheckpointReader::~CheckpointReader() = default;
+
+void CheckpointReader::read(StateKind kind, const std::string& name, int64_t begin, int64_t end,
+                            float* out) const {
+  if (!shapes_.count(name))
+    throw_error<FormatError>("{}: the checkpoint has no tensor '{}'", impl_->dir, name);
+  if (!sharded_) {
+    const Tensor& t = impl_->whole_tensor(config_, kind, name);
+    std::memcpy(out, t.data<float>() + begin, static_cast<size_t>(end - begin) * sizeof(float));
+    return;
+  }
+  int64_t copied = 0;
+  for (const Slice& s : impl_->slices.at(name)) {
+    const int64_t b = std::max(begin, s.begin), e = std::min(end, s.end);
+    if (b >= e) continue;
+    std::memcpy(out + (b - begin), impl_->sharded_data(s, kind) + (b - s.begin),
+                static_cast<size_t>(e - b) * sizeof(float));
+    copied += e - b;
+  }
+  if (copied != end - begin)
+    throw_error<FormatError>("{}: elements [{}, {}) of '{}' are not all in the shards",
+                             path_join(impl_->dir, kIndex), begin, end, name);
+}
+
+model::ModelWeights CheckpointReader::full_weights(StateKind kind) const {
+  model::ModelWeights w;
+  w.layers.resize(static_cast<size_t>(config_.num_layers));
+  const MemoryCategory cat =
+      kind == StateKind::kWeights ? MemoryCategory::kWeights : MemoryCategory::kOptimizer;
+  for (const auto& [name, shape] : shapes_) {
+    Tensor* field = weight_field(w, name);
+    if (!field) throw_error<FormatError>("{}: unknown tensor '{}'", impl_->dir, name);
+    *field = Tensor::zeros(shape, DType::kF32, cat);
+    read(kind, name, 0, shape.numel(), field->data<float>());
+  }
+  if (config_.tie_word_embeddings) w.lm_head = w.embed;
+  return w;
+}
+
+namespace {
+
+// index.json of a layout: computed alike by every rank, written by rank 0.
+Json index_json(const FlatLayout& layout, int zero) {
+  Json tensors = Json::object();
+  std::vector<std::string> files;
+  for (int r = 0; r < layout.world; ++r) files.push_back(shard_file(r, layout.world));
+  for (size_t u = 0; u < layout.units.size(); ++u) {
+    const FlatUnit& fu = layout.units[u];
+    for (const FlatParam& p : fu.params)
+      if (!tensors.contains(p.name))
+        tensors[p.name] = {{"shape", p.shape.to_vector()}, {"slices", Json::array()}};
+    for (int r = 0; r < layout.world; ++r)
+      for (const ParamSlice& s : params_in_range(fu, r * fu.chunk, (r + 1) * fu.chunk))
+        tensors[s.param->name]["slices"].push_back(
+            Json::array({s.begin, s.end, r, fmt::format("u{}", u), s.unit_offset - r * fu.chunk}));
+  }
+  return {{"format", "lmstack.sharded_checkpoint.v1"},
+          {"world_size", layout.world},
+          {"zero", zero},
+          {"files", files},
+          {"tensors", tensors}};
+}
+
+void write_model_files(const std::string& dir, const model::ModelConfig& config,
+                       const model::ModelDirFiles& files) {
+  write_file_atomic(path_join(dir, "config.json"), config.to_json().dump(2) + "\n");
+  if (!files.tokenizer_json.empty())
+    write_file_atomic(path_join(dir, "tokenizer.json"), files.tokenizer_json);
+  if (!files.tokenizer_config.is_null())
+    write_file_atomic(path_join(dir, "tokenizer_config.json"),
+                      files.tokenizer_config.dump(2) + "\n");
+  if (!files.generation_config.is_null())
+    write_file_atomic(path_join(dir, "generation_config.json"),
+                      files.generation_config.dump(2) + "\n");
+}
+
+Tensor chunk_copy(const float* src, int64_t n) {
+  Tensor t = Tensor::zeros(Shape{n}, DType::kF32, MemoryCategory::kBuffers);
+  std::memcpy(t.raw_data(), src, static_cast<size_t>(n) * sizeof(float));
+  return t;
+}
+
+}  // namespace
+
+std::string save_sharded_checkpoint(const std::string& out_dir, const TrainModel& model,
+                                    DataParallel& dp, dist::Comm& comm, const TrainerState& state,
+                                    const model::ModelDirFiles& files, int keep) {
+  const int rank = comm.rank(), world = comm.size();
+  const std::string rel = "checkpoints/" + checkpoint_step_name(state.step);
+  int32_t exists = rank == 0 && file_exists(path_join(path_join(out_dir, rel), kIndex)) ? 1 : 0;
+  comm.broadcast(&exists, 1, DType::kI32, 0);  // every rank must pick the same directory
+  const std::string name = exists ? rel + fmt::format("-n{}z{}", world, dp.zero()) : rel;
+  const std::string dir = path_join(out_dir, name);
+  make_directories(dir);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  const FlatLayout& layout = dp.layout();
+  for (size_t u = 0; u < layout.units.size(); ++u) {
+    const int64_t c = layout.units[u].chunk, skip = dp.zero() == 0 ? rank * c : 0;
+    const std::string key = fmt::format("u{}", u);
+    tensors.emplace_back(kKindPrefix[0] + key, chunk_copy(dp.owned_values(u) + skip, c));
+    tensors.emplace_back(kKindPrefix[1] + key, chunk_copy(dp.owned_exp_avg(u) + skip, c));
+    tensors.emplace_back(kKindPrefix[2] + key, chunk_copy(dp.owned_exp_avg_sq(u) + skip, c));
+  }
+  model::write_safetensors(path_join(dir, shard_file(rank, world)), tensors);
+  comm.barrier();  // every shard is on disk before the index names them
+  if (rank == 0) {
+    write_model_files(dir, model.config(), files);
+    write_file_atomic(path_join(dir, kIndex), index_json(layout, dp.zero()).dump(1) + "\n");
+    const Json j = {{"format", "lmstack.checkpoint.v1"},   {"step", state.step},
+                    {"windows_served", state.windows_served}, {"seed", state.seed},
+                    {"optimizer_steps", dp.steps_taken()}, {"world_size", world},
+                    {"zero", dp.zero()},                   {"settings", state.settings}};
+    write_file_atomic(path_join(dir, "trainer_state.json"), j.dump(2) + "\n");
+    write_file_atomic(path_join(out_dir, "latest"), name + "\n");
+    prune_checkpoints(out_dir, keep);
+  }
+  comm.barrier();
+  return dir;
+}
+
+void load_sharded_state(const CheckpointReader& reader, const std::string& dir,
+                        DataParallel& dp) {
+  const FlatLayout& layout = dp.layout();
+  for (size_t u = 0; u < layout.units.size(); ++u) {
+    const auto [lo, hi] = dp.owned_range(u);
+    float* dst[] = {dp.owned_values(u), dp.owned_exp_avg(u), dp.owned_exp_avg_sq(u)};
+    for (const ParamSlice& s : params_in_range(layout.units[u], lo, hi))
+      for (int k = 0; k < 3; ++k)
+        reader.read(static_cast<StateKind>(k), s.param->name, s.begin, s.end,
+                    dst[k] + (s.unit_offset - lo));
+  }
+  const std::string path = path_join(dir, "trainer_state.json");
+  dp.set_steps_taken(require<int64_t>(read_json_file(path), "optimizer_steps", path));
+  dp.gather_weights();
+}
+
+void export_checkpoint(const std::string& checkpoint_dir, const std::string& out_dir) {
+  const CheckpointReader reader(checkpoint_dir);
+  const model::ModelWeights w = reader.full_weights(StateKind::kWeights);
+  model::ModelDirFiles files;
+  const std::string tok = path_join(checkpoint_dir, "tokenizer.json");
+  if (file_exists(tok)) files.tokenizer_json = read_file(tok);
+  for (auto [name, field] : {std::pair{"tokenizer_config.json", &files.tokenizer_config},
+                             std::pair{"generation_config.json", &files.generation_config}}) {
+    const std::string p = path_join(checkpoint_dir, name);
+    if (file_exists(p)) *field = read_json_file(p);
+  }
+  model::write_model_dir(out_dir, reader.config(), model::to_hf_tensors(reader.config(), w),
+                         files);
+}
+
+}  // namespace lmstack::train
