@@ -6,6 +6,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libfmt-dev libcli11-dev libcpp-httplib-dev libpcre2-dev
+  openmpi-bin libopenmpi-dev
   clang-format chromium
 )
 missing=()

@@ -1,5 +1,7 @@
 // The `lmstack` command: builds the CLI from the registered subcommands (command.h) and is
 // the top-level error boundary: an lmstack::Error prints "lmstack: error: ..." and exits 1.
+// Under mpirun the error instead goes through dist::abort_all, which names the rank and ends
+// every other rank at once (they would otherwise wait forever in their next collective).
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -7,6 +9,7 @@
 #include "lmstack/cli/command.h"
 #include "lmstack/core/error.h"
 #include "lmstack/core/thread_pool.h"
+#include "lmstack/dist/comm.h"
 
 namespace lmstack::cli {
 
@@ -51,17 +54,24 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace lmstack::cli
 
+namespace {
+
+int fail(const std::string& message, int code) {
+  if (lmstack::dist::launched_by_mpi()) lmstack::dist::abort_all(message, code);
+  std::fprintf(stderr, "lmstack: %s\n", message.c_str());
+  return code;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   try {
     return lmstack::cli::run(argc, argv);
   } catch (const lmstack::Error& e) {
-    std::fprintf(stderr, "lmstack: error: %s\n", e.what());
-    return 1;
+    return fail(std::string("error: ") + e.what(), 1);
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "lmstack: error: out of memory\n");
-    return 1;
+    return fail("error: out of memory", 1);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "lmstack: internal error: %s\n", e.what());
-    return 2;
+    return fail(std::string("internal error: ") + e.what(), 2);
   }
 }

@@ -42,6 +42,8 @@ class CommError : public Error {
  public:
   using Error::Error;
 };
+// The dist layer's name for it (dist/comm.h documents "throws DistError").
+using DistError = CommError;
 // A GPU call failed.
 class DeviceError : public Error {
  public:

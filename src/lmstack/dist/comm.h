@@ -51,6 +51,20 @@ struct CommStats {
   }
 };
 
+// Bytes this rank sends for one collective on `payload_bytes` over `n` ranks, by the cost
+// model in the header comment (what stats() adds). Kinds: the CommStats fields.
+enum class CommKind : uint8_t {
+  kAllReduce,
+  kReduceScatter,
+  kAllGather,
+  kBroadcast,
+  kP2p,
+  kAllToAll
+};
+// payload_bytes: all-reduce/broadcast/p2p: the buffer; reduce-scatter: the input
+// (size()*count); all-gather: the output (size()*count); all-to-all: one rank's send buffer.
+int64_t modeled_bytes_sent(CommKind kind, int64_t payload_bytes, int n);
+
 class Comm {
  public:
   virtual ~Comm() = default;
@@ -108,6 +122,9 @@ class Comm {
   void reset_stats() { stats_ = {}; }
 
  protected:
+  // Adds one call moving `payload_bytes` (see modeled_bytes_sent) to stats_.
+  void record(CommKind kind, int64_t payload_bytes);
+
   CommStats stats_;
 };
 
@@ -119,5 +136,9 @@ Comm& world();
 
 // Ends every rank of the world now (MPI_Abort), after printing `why` with this rank's id.
 [[noreturn]] void abort_all(const std::string& why, int exit_code = 1);
+
+// True when this process was started by an MPI launcher (mpirun / srun): world() will be an
+// MpiComm. Does not initialize anything.
+bool launched_by_mpi();
 
 }  // namespace lmstack::dist
