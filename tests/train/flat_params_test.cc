@@ -36,19 +36,21 @@ TEST(FlatLayoutTest, UnitsHoldWholeGroupsInBackwardOrder) {
     }
     EXPECT_EQ(offset, unit.numel);
   }
-  // A 25 MB cap holds the whole tiny model in one bucket; a cap of one layer's bytes closes a
-  // bucket after each group that reaches it.
+  // A 25 MB cap holds the whole tiny model in one bucket; with a cap of one layer's bytes a
+  // bucket closes as soon as it reaches the cap (the small head joins the last layer).
   EXPECT_EQ(FlatLayout::build(t.model.params(), layers, 2, 25 << 20, false).units.size(), 1u);
-  const int64_t layer_bytes = one.units[1].numel * 4;
-  const FlatLayout capped = FlatLayout::build(t.model.params(), layers, 2, layer_bytes, false);
-  for (const FlatUnit& u : capped.units) EXPECT_EQ(u.groups.size(), 1u);
+  const int64_t cap = one.units[1].numel * 4;
+  const FlatLayout capped = FlatLayout::build(t.model.params(), layers, 2, cap, false);
+  ASSERT_EQ(capped.units.size(), static_cast<size_t>(layers + 1));
+  EXPECT_EQ(capped.units[0].groups, (std::vector<int>{layers + 1, layers}));
+  for (size_t u = 0; u + 1 < capped.units.size(); ++u) EXPECT_GE(capped.units[u].numel * 4, cap);
 }
 
 TEST(FlatLayoutTest, ChunksOfAllRanksCoverEachParameterOnce) {
   Tiny t;
   for (int world : {1, 2, 3, 4}) {
-    const FlatLayout l = FlatLayout::build(t.model.params(), t.md.config.num_layers, world,
-                                           1 << 12, false);
+    const FlatLayout l =
+        FlatLayout::build(t.model.params(), t.md.config.num_layers, world, 1 << 12, false);
     std::map<std::string, std::vector<int>> hits;
     for (const ParamRef& p : t.model.params())
       hits[p.name].assign(static_cast<size_t>(p.value->numel()), 0);

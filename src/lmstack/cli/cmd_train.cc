@@ -62,7 +62,8 @@ void add_options(CLI::App& app, TrainCliOptions& o) {
   app.add_option("--machine", o.machine, "doctor --json output: its peak FLOP/s gives the MFU");
   app.add_option("--dp", c.dp,
                  "data-parallel ranks: must equal mpirun -np (default: the ranks started)");
-  app.add_option("--zero", c.zero, "ZeRO stage: 0 (DDP), 1 (optimizer), 2 (+gradients), 3 (+weights)")
+  app.add_option("--zero", c.zero,
+                 "ZeRO stage: 0 (DDP), 1 (optimizer), 2 (+gradients), 3 (+weights)")
       ->check(CLI::Range(0, 3));
   app.add_option("--bucket-mb", o.bucket_mb, "gradient bucket size in MB (PyTorch DDP: 25)")
       ->check(CLI::PositiveNumber);

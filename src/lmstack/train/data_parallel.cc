@@ -1,10 +1,14 @@
 // Data parallelism and ZeRO 1-3 over flat units (contracts in data_parallel.h). A unit's
-// buffers, by stage (P = padded unit size, c = P / N):
-//               values [P]      grads [P]            shard_values [c]  shard_grads [c]  m, v
-//   stage 0     always          always               -                 -                [P]
-//   stage 1     always          always               -                 -                [c]
+// buffers, by stage (P = padded unit size, c = P / N; "send" is the communication buffer:
+// stage 1 receives its reduce-scattered gradient chunk there, stages 1-2 send their updated
+// weight chunk from it):
+//               values [P]      grads [P]             shard_values [c]  shard_grads [c]  m, v
+//   stage 0     always          always                -                 -                [P]
+//   stage 1     always          always                -                 (in send)        [c]
 //   stage 2     always          backward .. reduced   -                 always           [c]
 //   stage 3     gathered spans  backward .. reduced   always            always           [c]
+// Stages 1-3 reduce-scatter the gradients and all-gather the weights: 2(N-1)/N x the unit's
+// bytes, the volume of stage 0's all-reduce (ZeRO paper, section 7.2.1).
 #include "lmstack/train/data_parallel.h"
 
 #include <fmt/format.h>
@@ -60,7 +64,8 @@ DataParallel::DataParallel(TrainModel& model, dist::Comm& comm, ThreadPool& pool
   if (options.zero < 0 || options.zero > 3)
     throw_error<ConfigError>("--zero {}: ZeRO stages are 0, 1, 2 and 3", options.zero);
   if (options.zero == 3 && model.options().compute_dtype != DType::kF32)
-    throw_error<ConfigError>("--zero 3 trains in f32 only (the bf16 matmul copies are not sharded)");
+    throw_error<ConfigError>(
+        "--zero 3 trains in f32 only (the bf16 matmul copies are not sharded)");
   const int r = comm.rank();
   layout_ = FlatLayout::build(model.params(), model.config().num_layers, comm.size(),
                               options.bucket_bytes, options.zero == 3);
@@ -81,7 +86,8 @@ DataParallel::DataParallel(TrainModel& model, dist::Comm& comm, ThreadPool& pool
     const int64_t owned = options.zero == 0 ? fu.padded : fu.chunk;
     u->m = floats(owned, MemoryCategory::kOptimizer);
     u->v = floats(owned, MemoryCategory::kOptimizer);
-    if (options.zero == 1 || options.zero == 2) u->send = floats(fu.chunk, MemoryCategory::kBuffers);
+    if (options.zero == 1 || options.zero == 2)
+      u->send = floats(fu.chunk, MemoryCategory::kBuffers);
     units_.push_back(std::move(u));
   }
   for (size_t i = 0; i < units_.size(); ++i) bind_unit(static_cast<int>(i));
@@ -138,6 +144,12 @@ float* DataParallel::owned_values(size_t u) {
   if (options_.zero == 3) return unit.shard_values.data<float>();
   return unit.values.data<float>() + owned_range(u).first;
 }
+float* DataParallel::reduced_grads(size_t u) {
+  Unit& unit = *units_[u];
+  if (options_.zero == 0) return unit.grads.data<float>();
+  return options_.zero == 1 ? unit.send.data<float>() : unit.shard_grads.data<float>();
+}
+
 float* DataParallel::owned_exp_avg(size_t u) { return units_[u]->m.data<float>(); }
 float* DataParallel::owned_exp_avg_sq(size_t u) { return units_[u]->v.data<float>(); }
 
@@ -228,13 +240,13 @@ void DataParallel::start_reduction(int index) {
   const FlatUnit& fu = layout_.units[static_cast<size_t>(index)];
   const double mb = static_cast<double>(fu.padded) * 4 / 1e6;
   u.reduce.begin = TraceRecorder::now();
-  if (options_.zero <= 1) {
+  if (options_.zero == 0) {
     u.reduce.name = fmt::format("all-reduce bucket {} ({:.2f} MB)", index, mb);
     u.reduce.request = comm_.iall_reduce(u.grads.raw_data(), fu.padded, DType::kF32);
   } else {
     u.reduce.name = fmt::format("reduce-scatter unit {} ({:.2f} MB)", index, mb);
-    u.reduce.request = comm_.ireduce_scatter(u.grads.raw_data(), u.shard_grads.raw_data(),
-                                             fu.chunk, DType::kF32);
+    u.reduce.request =
+        comm_.ireduce_scatter(u.grads.raw_data(), reduced_grads(index), fu.chunk, DType::kF32);
   }
 }
 
@@ -282,7 +294,8 @@ void DataParallel::ensure_grads(int index) {
 
 void DataParallel::zero_grads() {
   for (auto& u : units_)
-    if (u->grads.defined()) std::memset(u->grads.raw_data(), 0, static_cast<size_t>(u->grads.nbytes()));
+    if (u->grads.defined())
+      std::memset(u->grads.raw_data(), 0, static_cast<size_t>(u->grads.nbytes()));
 }
 
 void DataParallel::finish_gradients() {
@@ -302,14 +315,11 @@ void DataParallel::finish_gradients() {
 double DataParallel::clip_grad_norm(double max_norm) {
   // Σ g² over this rank's chunk of every unit (stages 0 and 1 hold identical full gradients,
   // so each rank counts only its chunk), then summed over ranks in rank order.
-  std::vector<float*> grads;
   double local = 0;
   for (size_t i = 0; i < units_.size(); ++i) {
-    Unit& u = *units_[i];
-    const FlatUnit& fu = layout_.units[i];
-    float* g = options_.zero >= 2 ? u.shard_grads.data<float>()
-                                  : u.grads.data<float>() + comm_.rank() * fu.chunk;
-    local += sum_squares(pool_, g, fu.chunk);
+    const int64_t chunk = layout_.units[i].chunk;
+    local += sum_squares(pool_, reduced_grads(i) + (options_.zero == 0 ? comm_.rank() * chunk : 0),
+                         chunk);
   }
   std::vector<double> all(static_cast<size_t>(comm_.size()));
   comm_.all_gather(&local, all.data(), sizeof(double), DType::kI8);
@@ -319,9 +329,8 @@ double DataParallel::clip_grad_norm(double max_norm) {
   if (max_norm <= 0 || max_norm / (norm + 1e-6) >= 1.0) return norm;
   const float coef = static_cast<float>(max_norm / (norm + 1e-6));
   for (size_t i = 0; i < units_.size(); ++i) {
-    Unit& u = *units_[i];
     const auto [lo, hi] = owned_range(i);
-    float* g = options_.zero >= 2 ? u.shard_grads.data<float>() : u.grads.data<float>() + lo;
+    float* g = reduced_grads(i);
     for (int64_t j = 0; j < hi - lo; ++j) g[j] *= coef;
   }
   return norm;
@@ -334,7 +343,7 @@ void DataParallel::optimizer_step(float lr) {
     Unit& u = *units_[i];
     const auto [lo, hi] = owned_range(i);
     float* p = owned_values(i);
-    float* g = options_.zero >= 2 ? u.shard_grads.data<float>() : u.grads.data<float>() + lo;
+    const float* g = reduced_grads(i);
     for (const ParamSlice& sl : params_in_range(layout_.units[i], lo, hi)) {
       const int64_t off = sl.unit_offset - lo;
       adamw_update(pool_, s, sl.param->decay, p + off, g + off, u.m.data<float>() + off,

@@ -4,10 +4,10 @@
 // the flat units of flat_params.h, rank r owning chunk r of each unit.
 //   stage 0 (DDP): gradients of a bucket are all-reduced, non-blocking, as soon as the backward
 //     has produced the bucket's last layer; every rank updates every parameter.
-//   stage 1: the same all-reduce; Adam m, v exist for the owned chunk only; each rank updates
-//     its chunk, then the chunks are all-gathered (Pos).
-//   stage 2: the bucket is reduce-scattered instead; the full gradient is freed once its
-//     chunk has arrived (Pos+g).
+//   stage 1: the bucket is reduce-scattered (each rank receives the sum of its chunk); Adam m,
+//     v exist for the owned chunk only; each rank updates its chunk, then the chunks are
+//     all-gathered (Pos: the same bytes as stage 0's all-reduce).
+//   stage 2: as stage 1, and the full gradient is freed once its chunk has arrived (Pos+g).
 //   stage 3: weights too exist only as chunks; each layer is all-gathered before its forward
 //     and again before its backward and freed after each, the next layer's gather started
 //     (prefetched) while the current one computes (Pos+g+p, FSDP's FULL_SHARD). The head
@@ -93,6 +93,7 @@ class DataParallel final : public TrainHooks {
   void ensure_grads(int unit);
   void bind_unit(int unit);
   void start_reduction(int unit);
+  float* reduced_grads(size_t unit);  // the reduced gradient at element owned_range().first
   void progress();
   void account();
   const char* group_label(int group, std::string& out) const;

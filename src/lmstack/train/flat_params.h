@@ -39,8 +39,8 @@ struct FlatUnit {
 };
 
 struct FlatLayout {
-  std::vector<FlatUnit> units;      // in backward order
-  std::vector<int> unit_of_group;   // group -> unit
+  std::vector<FlatUnit> units;     // in backward order
+  std::vector<int> unit_of_group;  // group -> unit
   int num_groups = 0;
   int world = 1;
 

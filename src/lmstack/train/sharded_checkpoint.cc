@@ -62,8 +62,7 @@ struct CheckpointReader::Impl {
     const int k = static_cast<int>(kind);
     if (!whole_loaded[k]) {
       const std::string path = path_join(dir, kWholeFile[k]);
-      model::ModelWeights w =
-          model::load_weights(config, model::SafetensorsSet::open_file(path));
+      model::ModelWeights w = model::load_weights(config, model::SafetensorsSet::open_file(path));
       for (auto& [n, t] : weight_fields(w, config.tie_word_embeddings)) {
         if (t->dtype() != DType::kF32)
           throw_error<FormatError>("{}: '{}' is {}, a training checkpoint holds f32", path, n,
@@ -217,10 +216,14 @@ std::string save_sharded_checkpoint(const std::string& out_dir, const TrainModel
   if (rank == 0) {
     write_model_files(dir, model.config(), files);
     write_file_atomic(path_join(dir, kIndex), index_json(layout, dp.zero()).dump(1) + "\n");
-    const Json j = {{"format", "lmstack.checkpoint.v1"},   {"step", state.step},
-                    {"windows_served", state.windows_served}, {"seed", state.seed},
-                    {"optimizer_steps", dp.steps_taken()}, {"world_size", world},
-                    {"zero", dp.zero()},                   {"settings", state.settings}};
+    const Json j = {{"format", "lmstack.checkpoint.v1"},
+                    {"step", state.step},
+                    {"windows_served", state.windows_served},
+                    {"seed", state.seed},
+                    {"optimizer_steps", dp.steps_taken()},
+                    {"world_size", world},
+                    {"zero", dp.zero()},
+                    {"settings", state.settings}};
     write_file_atomic(path_join(dir, "trainer_state.json"), j.dump(2) + "\n");
     write_file_atomic(path_join(out_dir, "latest"), name + "\n");
     prune_checkpoints(out_dir, keep);
@@ -229,8 +232,7 @@ std::string save_sharded_checkpoint(const std::string& out_dir, const TrainModel
   return dir;
 }
 
-void load_sharded_state(const CheckpointReader& reader, const std::string& dir,
-                        DataParallel& dp) {
+void load_sharded_state(const CheckpointReader& reader, const std::string& dir, DataParallel& dp) {
   const FlatLayout& layout = dp.layout();
   for (size_t u = 0; u < layout.units.size(); ++u) {
     const auto [lo, hi] = dp.owned_range(u);
@@ -256,8 +258,7 @@ void export_checkpoint(const std::string& checkpoint_dir, const std::string& out
     const std::string p = path_join(checkpoint_dir, name);
     if (file_exists(p)) *field = read_json_file(p);
   }
-  model::write_model_dir(out_dir, reader.config(), model::to_hf_tensors(reader.config(), w),
-                         files);
+  model::write_model_dir(out_dir, reader.config(), model::to_hf_tensors(reader.config(), w), files);
 }
 
 }  // namespace lmstack::train

@@ -37,8 +37,7 @@ class CheckpointReader {
   const std::map<std::string, Shape>& shapes() const { return shapes_; }
   // Copies elements [begin, end) of the flattened tensor `name` into out. FormatError naming
   // the index when a range is not covered.
-  void read(StateKind kind, const std::string& name, int64_t begin, int64_t end,
-            float* out) const;
+  void read(StateKind kind, const std::string& name, int64_t begin, int64_t end, float* out) const;
   // All tensors of one kind as ModelWeights (allocated, f32; a tied lm_head shares embed).
   model::ModelWeights full_weights(StateKind kind) const;
 

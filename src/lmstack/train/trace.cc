@@ -30,8 +30,8 @@ double TraceRecorder::hidden_fraction(const char* category) const {
     comm += c.end_us - c.begin_us;
     for (const Event& e : events_)  // compute spans of one rank never overlap each other
       if (e.track == kComputeTrack && std::strcmp(e.category, category) == 0)
-        hidden += std::max<int64_t>(
-            0, std::min(c.end_us, e.end_us) - std::max(c.begin_us, e.begin_us));
+        hidden +=
+            std::max<int64_t>(0, std::min(c.end_us, e.end_us) - std::max(c.begin_us, e.begin_us));
   }
   return comm > 0 ? static_cast<double>(hidden) / static_cast<double>(comm) : 0.0;
 }
@@ -75,8 +75,8 @@ void write_trace(const std::string& path, const TraceRecorder& trace, dist::Comm
           "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":"
           "\"{}\"}}}},\n",
           r, t, t == 0 ? "compute" : "communication");
-  write_file_atomic(path, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n" + meta + body +
-                              "\n]}\n");
+  write_file_atomic(path,
+                    "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n" + meta + body + "\n]}\n");
 }
 
 }  // namespace lmstack::train

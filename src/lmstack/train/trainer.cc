@@ -125,16 +125,26 @@ std::array<int64_t, 6> held_bytes(Run& r) {
       master += p.value->nbytes(), grads += p.grad->nbytes();
     opt = r.opt->state_bytes(), peak_master = master, peak_grads = grads;
   }
-  return {mixed ? master / 2 : master,        grads, opt + (mixed ? master : 0),
-          r.model->activation_bytes(), mixed ? peak_master / 2 : peak_master, peak_grads};
+  return {mixed ? master / 2 : master,
+          grads,
+          opt + (mixed ? master : 0),
+          r.model->activation_bytes(),
+          mixed ? peak_master / 2 : peak_master,
+          peak_grads};
 }
 
 // Per-rank bytes held and moved this step, gathered from every rank (collective).
 Json per_rank_json(Run& r, const dist::CommStats& step_comm) {
   const std::array<int64_t, 6> h = held_bytes(r);
-  const std::array<int64_t, 9> mine = {
-      h[0], h[1], h[2], h[3], h[4], h[5], step_comm.all_reduce_bytes,
-      step_comm.reduce_scatter_bytes, step_comm.all_gather_bytes};
+  const std::array<int64_t, 9> mine = {h[0],
+                                       h[1],
+                                       h[2],
+                                       h[3],
+                                       h[4],
+                                       h[5],
+                                       step_comm.all_reduce_bytes,
+                                       step_comm.reduce_scatter_bytes,
+                                       step_comm.all_gather_bytes};
   std::vector<int64_t> all(mine.size() * static_cast<size_t>(r.comm->size()));
   r.comm->all_gather(mine.data(), all.data(), static_cast<int64_t>(sizeof(mine)), DType::kI8);
   Json ranks = Json::array();
@@ -147,8 +157,11 @@ Json per_rank_json(Run& r, const dist::CommStats& step_comm) {
                      {"activations_bytes", v[3]},
                      {"peak_weights_bytes", v[4]},
                      {"peak_gradients_bytes", v[5]},
-                     {"comm_bytes", {{"all_reduce", v[6]}, {"reduce_scatter", v[7]},
-                                     {"all_gather", v[8]}, {"total", v[6] + v[7] + v[8]}}}});
+                     {"comm_bytes",
+                      {{"all_reduce", v[6]},
+                       {"reduce_scatter", v[7]},
+                       {"all_gather", v[8]},
+                       {"total", v[6] + v[7] + v[8]}}}});
   }
   return ranks;
 }
@@ -223,8 +236,7 @@ std::pair<double, double> train_step_dp(Run& r) {
   for (int m = 0; m < tc.grad_accum; ++m) {
     r.train->next_batch(tc.batch, in, tg);  // the global batch; this rank reads its slice
     r.dp->begin_micro_batch(m == tc.grad_accum - 1);
-    loss += r.model->forward_backward(in.data() + first, tg.data() + first, local, tc.seq,
-                                      scale) /
+    loss += r.model->forward_backward(in.data() + first, tg.data() + first, local, tc.seq, scale) /
             tc.grad_accum;
   }
   r.dp->finish_gradients();
@@ -286,7 +298,8 @@ void run_steps(Run& r, TrainResult& result) {
       moved.all_reduce_bytes -= before.all_reduce_bytes;
       moved.reduce_scatter_bytes -= before.reduce_scatter_bytes;
       moved.all_gather_bytes -= before.all_gather_bytes;
-      m["comm_bytes"] = moved.all_reduce_bytes + moved.reduce_scatter_bytes + moved.all_gather_bytes;
+      m["comm_bytes"] =
+          moved.all_reduce_bytes + moved.reduce_scatter_bytes + moved.all_gather_bytes;
       m["ranks"] = per_rank_json(r, moved);
     }
     result.last_loss = loss, result.tok_s = tok_s, result.mfu = mfu;
@@ -296,7 +309,8 @@ void run_steps(Run& r, TrainResult& result) {
       m["eval_loss"] = result.last_eval_loss;
     }
     r.log->append(metrics_line(r, m));
-    if (tc.progress && r.comm->rank() == 0 && (since_print.seconds() >= 1.0 || last || r.step == result.first_step + 1)) {
+    if (tc.progress && r.comm->rank() == 0 &&
+        (since_print.seconds() >= 1.0 || last || r.step == result.first_step + 1)) {
       const double eta = step_seconds / static_cast<double>(r.step - result.first_step) *
                          static_cast<double>(tc.steps - r.step);
       fmt::print(stderr,
@@ -320,8 +334,7 @@ void run_steps(Run& r, TrainResult& result) {
       r.log->flush(), wall.reset();
     if (stop) {
       result.interrupted = true;
-      if (r.comm->rank() == 0)
-        fmt::print(stderr, "interrupted: saved {}\n", r.last_checkpoint);
+      if (r.comm->rank() == 0) fmt::print(stderr, "interrupted: saved {}\n", r.last_checkpoint);
       break;
     }
   }
@@ -400,7 +413,8 @@ void setup_optimizer(Run& r, const std::optional<std::string>& ckpt) {
 // True when `dir` was written by another layout (world size, ZeRO stage) than this run's.
 bool layout_differs(const std::string& dir, const Run& r) {
   const Json j = read_json_file(path_join(dir, "trainer_state.json"));
-  return j.value("world_size", 1) != r.comm->size() || j.value("zero", 0) != (r.dp ? r.dp->zero() : 0);
+  return j.value("world_size", 1) != r.comm->size() ||
+         j.value("zero", 0) != (r.dp ? r.dp->zero() : 0);
 }
 
 }  // namespace
@@ -456,8 +470,8 @@ TrainResult run_training(const TrainConfig& config, ThreadPool& pool) {
   } catch (const Error& e) {  // the third error boundary: report, keep the last checkpoint
     r.log->flush();
     fmt::print(stderr, "{}training stopped at step {}: {}\nlast good checkpoint: {}\n",
-               r.comm->size() > 1 ? fmt::format("rank {}: ", r.comm->rank()) : "", r.step,
-               e.what(), r.last_checkpoint.empty() ? "none" : r.last_checkpoint);
+               r.comm->size() > 1 ? fmt::format("rank {}: ", r.comm->rank()) : "", r.step, e.what(),
+               r.last_checkpoint.empty() ? "none" : r.last_checkpoint);
     throw;
   }
   r.log->flush();
