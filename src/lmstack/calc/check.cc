@@ -98,6 +98,23 @@ Report check_report(const RunMetrics& run, const HardwareSpec& hw, const CheckOp
           "params x grad bytes");
   c.exact("optimizer_bytes", run.measured.optimizer_bytes, st.optimizer, "B",
           s.precision == "mixed" ? "params x 12 (master, m, v)" : "params x 8 (m, v)");
+  c.exact("comm_bytes", run.measured.comm_bytes,
+          dp_comm_bytes(static_cast<double>(p.total()) / shard, TrainPrecision::parse(s.precision),
+                        s.zero, s.dp),
+          "B",
+          s.zero <= 1 ? "ring all-reduce of grads: 2(dp-1)/dp x G (ZeRO 1: reduce-scatter G + "
+                        "all-gather W, the same bytes when W = G)"
+                      : (s.zero == 2 ? "(dp-1)/dp x (G + W)" : "(dp-1)/dp x (G + 2W)"));
+  if ((s.dp > 1 || s.zero > 0) && run.measured.weights_bytes && run.measured.gradients_bytes &&
+      run.measured.optimizer_bytes)
+    c.exact("model_state_bytes_per_param",
+            (*run.measured.weights_bytes + *run.measured.gradients_bytes +
+             *run.measured.optimizer_bytes) /
+                (static_cast<double>(p.total()) / shard),
+            st.total() / (static_cast<double>(p.total()) / shard), "B",
+            fmt::format("ZeRO-{} over dp {}: paper (mixed, K = 12) 16 | 2+2+12/N | 2+14/N | 16/N; "
+                        "fp32 here 16 | 4+4+8/N | 4+12/N | 16/N",
+                        s.zero, s.dp));
   const double flops_ctx = s.seq > 0 ? s.seq : std::max(1.0, static_cast<double>(s.prompt_tokens));
   c.exact("flops_per_token", run.measured.flops_per_token,
           token_flops(m, p, flops_ctx, conv).forward(), "FLOP",

@@ -17,7 +17,7 @@ struct MeasuredField {
   const char* key;
   std::optional<double> RunMeasured::*member;
 };
-constexpr std::array<MeasuredField, 9> kMeasuredFields = {{
+constexpr std::array<MeasuredField, 10> kMeasuredFields = {{
     {"weights_bytes", &RunMeasured::weights_bytes},
     {"kv_cache_bytes", &RunMeasured::kv_cache_bytes},
     {"activations_bytes", &RunMeasured::activations_bytes},
@@ -27,6 +27,7 @@ constexpr std::array<MeasuredField, 9> kMeasuredFields = {{
     {"prefill_tok_s", &RunMeasured::prefill_tok_s},
     {"train_tok_s", &RunMeasured::train_tok_s},
     {"flops_per_token", &RunMeasured::flops_per_token},
+    {"comm_bytes", &RunMeasured::comm_bytes},
 }};
 
 int positive(const Json& j, const char* key, int fallback, const std::string& source) {

@@ -34,6 +34,7 @@ struct RunMeasured {
   std::optional<double> weights_bytes, kv_cache_bytes, activations_bytes, gradients_bytes,
       optimizer_bytes;
   std::optional<double> decode_tok_s, prefill_tok_s, train_tok_s, flops_per_token;
+  std::optional<double> comm_bytes;  // bytes this rank sent in one training step (Comm::stats)
 };
 
 struct RunMetrics {

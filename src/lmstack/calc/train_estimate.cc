@@ -35,14 +35,12 @@ void dp_cost(const TrainEstimate& e, const HardwareSpec& hw, CommCost& c) {
   const LinkSpec l = link_preset(c.link);
   const double G = e.params_per_gpu * TrainPrecision::parse(o.precision).grad;
   const double W = e.params_per_gpu * TrainPrecision::parse(o.precision).weight;
-  const double f = static_cast<double>(n - 1) / n;
+  c.bytes = dp_comm_bytes(e.params_per_gpu, TrainPrecision::parse(o.precision), o.zero, n);
   if (o.zero <= 1) {
-    c.bytes = 2 * f * G;
     c.time_s = ring_allreduce_s(G, n, l.bw, l.latency);
     c.formula = "ring all-reduce of grads: 2(dp-1)/dp x G";
   } else {
     const double gathers = o.zero == 3 ? 2 : 1;  // ZeRO-3 gathers weights in forward and backward
-    c.bytes = f * (G + gathers * W);
     c.time_s = allgather_s(G, n, l.bw, l.latency) + gathers * allgather_s(W, n, l.bw, l.latency);
     c.formula = o.zero == 3 ? "reduce-scatter G + 2 all-gathers of W: (dp-1)/dp x (G + 2W)"
                             : "reduce-scatter G + all-gather W: (dp-1)/dp x (G + W)";

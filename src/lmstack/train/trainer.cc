@@ -176,7 +176,7 @@ Json metrics_line(Run& r, Json measured) {
   measured["activations_bytes"] = h[3];
   measured["flops_per_token"] = train_flops_per_token(r.model->config(), tc.seq) / 3;
   Json setup = {{"dtype", std::string(dtype_name(tc.dtype))},
-                {"micro_batch", tc.batch},
+                {"micro_batch", tc.batch / r.comm->size()},  // per rank
                 {"batch", tc.batch},
                 {"seq", tc.seq},
                 {"grad_accum", tc.grad_accum},
