@@ -23,7 +23,7 @@ run() {  # name config steps batch
   local common="--init-config $2 --data $OUT/data --steps $3 --batch $4 --seq 256 --lr 1e-4 --machine $OUT/doctor.json"
   rm -rf "$OUT/r1_$1" "$OUT/r2_$1"
   $L train $common --out "$OUT/r1_$1" --threads 2 --log "$OUT/r1_$1.jsonl" --keep 1 > "$OUT/r1_$1.txt" 2>&1
-  $MPI -np 2 $L train $common --out "$OUT/r2_$1" --threads 1 --dp 2 --zero 0 \
+  $MPI -np 2 $L train $common --out "$OUT/r2_$1" --threads 1 --dp 2 --zero ${ZERO:-0} --bucket-mb ${BUCKET_MB:-25} \
     --log "$OUT/r2_$1.jsonl" --trace "$OUT/r2_$1.trace.json" --keep 1 > "$OUT/r2_$1.txt" 2>&1
   $L calc check "$OUT/r2_$1.jsonl" > "$OUT/r2_$1.check.txt" 2>&1
 }

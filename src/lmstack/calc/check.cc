@@ -100,11 +100,12 @@ Report check_report(const RunMetrics& run, const HardwareSpec& hw, const CheckOp
           s.precision == "mixed" ? "params x 12 (master, m, v)" : "params x 8 (m, v)");
   c.exact("comm_bytes", run.measured.comm_bytes,
           dp_comm_bytes(static_cast<double>(p.total()) / shard, TrainPrecision::parse(s.precision),
-                        s.zero, s.dp),
+                        s.zero, s.dp, s.grad_accum),
           "B",
-          s.zero <= 1 ? "ring all-reduce of grads: 2(dp-1)/dp x G (ZeRO 1: reduce-scatter G + "
-                        "all-gather W, the same bytes when W = G)"
-                      : (s.zero == 2 ? "(dp-1)/dp x (G + W)" : "(dp-1)/dp x (G + 2W)"));
+          s.zero <= 1
+              ? "ring all-reduce of grads: 2(dp-1)/dp x G (ZeRO 1: reduce-scatter G + "
+                "all-gather W, the same bytes when W = G)"
+              : (s.zero == 2 ? "(dp-1)/dp x (G + W)" : "(dp-1)/dp x (G + 2 x grad_accum x W)"));
   if ((s.dp > 1 || s.zero > 0) && run.measured.weights_bytes && run.measured.gradients_bytes &&
       run.measured.optimizer_bytes)
     c.exact("model_state_bytes_per_param",

@@ -40,8 +40,10 @@ struct StateBytes {
 StateBytes zero_state_bytes(double params, const TrainPrecision& p, int stage, int dp);
 // Bytes each data-parallel rank sends per step: ZeRO 0-1 a ring all-reduce of the gradients
 // G, 2(dp-1)/dp x G; ZeRO 2 a reduce-scatter of G and an all-gather of the weights W,
-// (dp-1)/dp x (G + W); ZeRO 3 gathers W twice (forward and backward), (dp-1)/dp x (G + 2W).
-double dp_comm_bytes(double params, const TrainPrecision& p, int stage, int dp);
+// (dp-1)/dp x (G + W); ZeRO 3 gathers W twice (forward and backward) per micro-batch,
+// (dp-1)/dp x (G + 2·micro_batches·W).
+double dp_comm_bytes(double params, const TrainPrecision& p, int stage, int dp,
+                     double micro_batches = 1);
 
 struct ActivationShape {
   double seq = 0, micro_batch = 1, hidden = 0, heads = 0, layers = 0;

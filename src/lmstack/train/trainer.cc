@@ -99,7 +99,8 @@ struct Run {
   int64_t step = 0;
   dist::Comm* comm = nullptr;
   std::unique_ptr<TraceRecorder> trace;
-  std::unique_ptr<DataParallel> dp;  // null: the single-process path
+  std::unique_ptr<DataParallel> dp;    // null: the single-process path
+  int64_t train_activation_bytes = 0;  // after the last training step (evaluation may differ)
 };
 
 // The mean of each rank's value, summed in rank order (the same result on every rank).
@@ -286,6 +287,7 @@ void run_steps(Run& r, TrainResult& result) {
     const double lr = learning_rate(tc.lr, r.step);
     const dist::CommStats before = r.comm->stats();
     const auto [loss, norm] = train_step(r);
+    r.train_activation_bytes = r.model->activation_bytes();
     const double dt = t.seconds();
     step_seconds += dt;
     const double tok_s = tokens_per_step / dt;
