@@ -31,6 +31,10 @@ TEST(TraceTest, HiddenFractionIsTheOverlapWithTheBackward) {
          t0 + milliseconds(36));
   EXPECT_NEAR(t.hidden_fraction("backward"), 5.0 / 20.0, 1e-3);
   EXPECT_NEAR(t.hidden_fraction("forward"), 6.0 / 20.0, 1e-3);
+  // Two buckets in flight together count once: a third span inside the first changes nothing.
+  t.span("all-reduce", "comm", TraceRecorder::kCommTrack, t0 + milliseconds(16),
+         t0 + milliseconds(24));
+  EXPECT_NEAR(t.hidden_fraction("backward"), 5.0 / 20.0, 1e-3);
 }
 
 TEST(TraceTest, TrainingTraceHoldsEveryRanksSpans) {

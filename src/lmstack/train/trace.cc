@@ -24,16 +24,26 @@ void TraceRecorder::span(const std::string& name, const char* category, int trac
 }
 
 double TraceRecorder::hidden_fraction(const char* category) const {
-  int64_t comm = 0, hidden = 0;
-  for (const Event& c : events_) {
-    if (c.track != kCommTrack) continue;
-    comm += c.end_us - c.begin_us;
-    for (const Event& e : events_)  // compute spans of one rank never overlap each other
-      if (e.track == kComputeTrack && std::strcmp(e.category, category) == 0)
-        hidden +=
-            std::max<int64_t>(0, std::min(c.end_us, e.end_us) - std::max(c.begin_us, e.begin_us));
+  // The union of the communication spans (buckets in flight together count once), and the
+  // part of it that a compute span of `category` covers (those never overlap each other).
+  std::vector<std::pair<int64_t, int64_t>> comm;
+  for (const Event& c : events_)
+    if (c.track == kCommTrack) comm.emplace_back(c.begin_us, c.end_us);
+  std::sort(comm.begin(), comm.end());
+  std::vector<std::pair<int64_t, int64_t>> merged;
+  for (const auto& c : comm)
+    if (!merged.empty() && c.first <= merged.back().second)
+      merged.back().second = std::max(merged.back().second, c.second);
+    else
+      merged.push_back(c);
+  int64_t total = 0, hidden = 0;
+  for (const auto& [b, e] : merged) {
+    total += e - b;
+    for (const Event& x : events_)
+      if (x.track == kComputeTrack && std::strcmp(x.category, category) == 0)
+        hidden += std::max<int64_t>(0, std::min(e, x.end_us) - std::max(b, x.begin_us));
   }
-  return comm > 0 ? static_cast<double>(hidden) / static_cast<double>(comm) : 0.0;
+  return total > 0 ? static_cast<double>(hidden) / static_cast<double>(total) : 0.0;
 }
 
 std::string TraceRecorder::events_json() const {

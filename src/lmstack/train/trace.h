@@ -22,8 +22,8 @@ class TraceRecorder {
   static Clock::time_point now() { return Clock::now(); }
   void span(const std::string& name, const char* category, int track, Clock::time_point begin,
             Clock::time_point end);
-  // Fraction of the communication time (track 1) that overlaps a span of `category` on track
-  // 0, since the last clear(): the share of communication the backward hides.
+  // Fraction of the time some communication is in flight (the union of track 1's spans) that
+  // a span of `category` on track 0 covers: the share of communication the backward hides.
   double hidden_fraction(const char* category) const;
   // This rank's events as a JSON array body (comma-separated objects).
   std::string events_json() const;
