@@ -52,5 +52,15 @@ TEST(BenchComm, RowsFollowNcclTestsAndCalc) {
   for (const auto& [op, w] : want) EXPECT_EQ(rows[op], 4) << op;  // 1, 4, 16, 64 KiB
 }
 
+// An error under mpirun goes through abort_all: named by rank, and the job ends at once.
+TEST(BenchComm, ErrorUnderMpirunNamesTheRankAndEndsTheJob) {
+  if (launched_by_mpi()) GTEST_SKIP() << "launches mpirun itself; run without a launcher";
+  const std::string cmd = "timeout 60 " LMSTACK_MPIEXEC " -np 2 " LMSTACK_MPIEXEC_FLAGS
+                          " " LMSTACK_BINARY " bench comm --ops all_sum";
+  std::string out;
+  EXPECT_NE(lmstack::test::run_command(cmd, &out, true), 0) << out;
+  EXPECT_NE(out.find("of 2: error: --ops 'all_sum'"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace lmstack::dist

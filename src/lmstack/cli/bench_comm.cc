@@ -74,7 +74,7 @@ double timed_call(Comm& c, const Collective& op, char* send, char* recv, int64_t
 }
 
 struct Row {
-  std::string op;
+  const Collective* op = nullptr;
   double bytes = 0, time_s = 0, algbw = 0, busbw = 0, predicted_s = 0;
   int64_t count = 0;
   int iters = 0;
@@ -90,10 +90,10 @@ int choose_iters(Comm& c, const BenchCommOptions& o, double warm_s) {
 }
 
 Row measure(Comm& c, const BenchCommOptions& o, const Collective& op, double bytes, DType dt,
-            std::vector<char>& send, std::vector<char>& recv, const calc::LinkSpec& link) {
+            std::vector<char>& send, std::vector<char>& recv) {
   const int n = c.size();
   const int64_t elem = dtype_bytes(dt, 1);
-  Row r{op.name, bytes};
+  Row r{&op, bytes};
   const int chunks = op.per_rank_chunks ? n : 1;
   r.count = static_cast<int64_t>(bytes) / elem / chunks;
   r.bytes = bytes = static_cast<double>(r.count * elem * chunks);  // S rounded to whole elements
@@ -107,7 +107,6 @@ Row measure(Comm& c, const BenchCommOptions& o, const Collective& op, double byt
   r.time_s = median(times);
   r.algbw = bytes / r.time_s;
   r.busbw = r.algbw * dist::modeled_bytes_sent(op.kind, static_cast<int64_t>(bytes), n) / bytes;
-  r.predicted_s = op.predict_s(bytes, n, link.bw, link.latency);
   return r;
 }
 
@@ -144,10 +143,10 @@ void print_text(const std::vector<Row>& rows, const Comm& c, const std::string& 
               link.latency * 1e6);
   std::string last;
   for (const Row& r : rows) {
-    if (r.op != last) {
-      std::printf("\n%s\n%12s %12s %6s %12s %11s %11s %12s %9s\n", r.op.c_str(), "size", "count",
+    if (r.op->name != last) {
+      std::printf("\n%s\n%12s %12s %6s %12s %11s %11s %12s %9s\n", r.op->name, "size", "count",
                   "iters", "time_us", "algbw_GB/s", "busbw_GB/s", "calc_us", "meas/calc");
-      last = r.op;
+      last = r.op->name;
     }
     std::printf("%12s %12lld %6d %12.1f %11.3f %11.3f %12.1f %9.2f\n",
                 calc::format_quantity(r.bytes, "B").c_str(), static_cast<long long>(r.count),
@@ -162,7 +161,7 @@ void print_json(const std::vector<Row>& rows, const Comm& c, const std::string& 
                 const calc::LinkSpec& link) {
   Json results = Json::array();
   for (const Row& r : rows)
-    results.push_back({{"op", r.op},
+    results.push_back({{"op", r.op->name},
                        {"bytes", r.bytes},
                        {"count", r.count},
                        {"iters", r.iters},
@@ -191,8 +190,7 @@ int run(const BenchCommOptions& o) {
                hi = parse_bytes(o.max_bytes, "--max-bytes");
   if (lo > hi) throw_error<RequestError>("--min-bytes {} exceeds --max-bytes {}", lo, hi);
   const std::vector<const Collective*> ops = selected_ops(o.ops);
-  // Only rank 0 reports, so only it needs the machine's bandwidth (may probe once).
-  const calc::LinkSpec link = c.rank() == 0 ? resolve_link(o, c.size()) : calc::LinkSpec{};
+  if (o.link != "this") calc::link_preset(o.link);  // an unknown name fails before measuring
   std::vector<char> send(static_cast<size_t>(hi)), recv(static_cast<size_t>(hi));
   for (size_t i = 0; i < send.size(); i += 4) send[i] = recv[i] = 0;  // touch every page
   std::vector<Row> rows;
@@ -200,9 +198,13 @@ int run(const BenchCommOptions& o) {
     for (double bytes = lo; bytes <= hi; bytes *= o.factor) {
       const int64_t min_bytes = dtype_bytes(dt, 1) * (op->per_rank_chunks ? c.size() : 1);
       if (bytes < min_bytes) continue;
-      rows.push_back(measure(c, o, *op, bytes, dt, send, recv, link));
+      rows.push_back(measure(c, o, *op, bytes, dt, send, recv));
     }
   if (c.rank() != 0) return 0;
+  // Only rank 0 reports, so only it needs the machine's bandwidth; after the measurement, so
+  // that a first-time probe of it does not compete with the other ranks.
+  const calc::LinkSpec link = resolve_link(o, c.size());
+  for (Row& r : rows) r.predicted_s = r.op->predict_s(r.bytes, c.size(), link.bw, link.latency);
   if (o.json)
     print_json(rows, c, o.dtype, link);
   else
