@@ -117,6 +117,16 @@ TEST(Network, TreeBeatsRingForSmallMessagesOnManyRanks) {
   expect_error<RequestError>([] { comm_report({1e9, 1, "ndr", 0}); }, "--ranks");
 }
 
+// Broadcast: a pipelined chain, (n-1) alpha + S/beta; shared memory: 4 bytes of memory
+// traffic per byte sent (copy in, copy out), the memory bandwidth shared by the n ranks.
+TEST(Network, BroadcastAndSharedMemoryLink) {
+  EXPECT_DOUBLE_EQ(broadcast_s(1e9, 4, 10e9, 1e-6), 3e-6 + 0.1);
+  EXPECT_EQ(broadcast_s(1e9, 1, 10e9, 1e-6), 0);
+  const LinkSpec shm = shared_memory_link(16e9, 2);
+  EXPECT_DOUBLE_EQ(shm.bw, 2e9);
+  EXPECT_DOUBLE_EQ(shm.latency, 1e-6);
+}
+
 TEST(Hardware, PresetsAndDtypes) {
   EXPECT_EQ(hardware_preset("H100").name, "h100-sxm");
   expect_error<ConfigError>([] { hardware_preset("tpu-v5"); }, "gb200-nvl72");

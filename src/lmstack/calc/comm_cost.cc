@@ -5,6 +5,7 @@
 // on a non-blocking network. NCCL's "bus bandwidth" = algbw x 2(n-1)/n is the ring factor.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "lmstack/calc/reports.h"
@@ -28,6 +29,21 @@ double allgather_s(double bytes, int n, double bw, double alpha) {
 
 double alltoall_s(double bytes, int n, double bw, double alpha) {
   return allgather_s(bytes, n, bw, alpha);
+}
+
+// Pipelined broadcast along a chain (S cut into many chunks): the last rank has S after the
+// pipe fills, (n-1) hops of alpha plus S/beta; nccl-tests' busbw factor for broadcast is 1.
+double broadcast_s(double bytes, int n, double bw, double alpha) {
+  if (n <= 1) return 0;
+  return (n - 1) * alpha + bytes / bw;
+}
+
+LinkSpec shared_memory_link(double memory_bw, int n) {
+  const int ranks = std::max(n, 1);
+  return LinkSpec{
+      "shm",
+      fmt::format("shared memory: {:.3g} GB/s memory / (4 x {} ranks)", memory_bw / 1e9, ranks),
+      memory_bw / (4.0 * ranks), 1e-6};
 }
 
 Report comm_report(const CommOptions& o) {

@@ -83,6 +83,12 @@ double ring_allreduce_s(double bytes, int n, double bw, double alpha);
 double tree_allreduce_s(double bytes, int n, double bw, double alpha);
 double allgather_s(double bytes, int n, double bw, double alpha);  // bytes = gathered output
 double alltoall_s(double bytes, int n, double bw, double alpha);   // bytes = each rank's buffer
+double broadcast_s(double bytes, int n, double bw, double alpha);  // pipelined chain
+// The link between processes of one machine talking through shared memory (MPI's vader/sm
+// transport without single-copy): each byte a rank sends is copied into the shared segment and
+// out again, 2 copies = 4 bytes of memory traffic, and the n ranks share the memory bandwidth
+// `memory_bw`: beta = memory_bw / (4 n); alpha 1 us (OpenMPI shared-memory latency ~0.3-1 us).
+LinkSpec shared_memory_link(double memory_bw, int n);
 
 struct ClusterOptions {
   int gpus = 1024;

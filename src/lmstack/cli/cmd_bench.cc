@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <random>
 
+#include "lmstack/cli/bench_comm.h"
 #include "lmstack/cli/bench_serve.h"
 #include "lmstack/cli/bench_tokenizer.h"
 #include "lmstack/cli/bench_train.h"
@@ -182,14 +183,16 @@ std::function<int()> setup(CLI::App& app) {
   add_bench_tokenizer(app);  // runs from its own parse callback
   add_bench_serve(app, *runner);
   add_bench_train(app, *runner);
+  add_bench_comm(app, *runner);
   return [runner] { return *runner ? (*runner)() : 0; };
 }
 
 const RegisterCommand kRegister{
-    {"bench", "end-to-end benchmarks: prefill, decode, tokenizer, serve, train",
+    {"bench", "end-to-end benchmarks: prefill, decode, tokenizer, serve, train, comm",
      "  lmstack bench decode -m DIR --ctx 128\n"
      "  lmstack bench prefill -m DIR --ctx 512 --json\n"
-     "  lmstack bench tokenizer --tokenizer cl100k_base.tiktoken --file en.txt",
+     "  lmstack bench tokenizer --tokenizer cl100k_base.tiktoken --file en.txt\n"
+     "  mpirun -np 2 lmstack bench comm --max-bytes 64MiB",
      setup}};
 
 }  // namespace

@@ -130,8 +130,8 @@ class Comm {
 
 // The world: an MpiComm when this process was started by mpirun (OMPI_COMM_WORLD_SIZE or
 // PMI_SIZE set) and lmstack was built with MPI, else a SelfComm. Initializes MPI on first
-// use (MPI_THREAD_MULTIPLE requested, MPI_THREAD_SERIALIZED accepted: calls are made from
-// one thread at a time) and finalizes it at exit.
+// use (MPI_THREAD_MULTIPLE required: each communicator runs its collectives on its own thread)
+// and finalizes it at exit. A Comm itself is called from one thread at a time.
 Comm& world();
 
 // Ends every rank of the world now (MPI_Abort), after printing `why` with this rank's id.

@@ -9,9 +9,9 @@
 
 namespace lmstack::dist {
 
-// Initializes MPI (MPI_Init_thread, MPI_THREAD_MULTIPLE requested, MPI_THREAD_SERIALIZED
-// accepted, else DistError), registers MPI_Finalize at exit and returns MPI_COMM_WORLD as a
-// Comm whose errors return (MPI_ERRORS_RETURN) and throw DistError naming call and rank.
+// Initializes MPI (MPI_Init_thread with MPI_THREAD_MULTIPLE, else DistError), registers
+// MPI_Finalize at exit and returns MPI_COMM_WORLD as a Comm whose errors return (MPI_ERRORS_RETURN)
+// and throw DistError naming call and rank.
 std::unique_ptr<Comm> make_mpi_world();
 
 // True once MPI_Init has run and MPI_Finalize has not.
