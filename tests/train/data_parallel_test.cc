@@ -174,6 +174,11 @@ TEST(DataParallelTest, ReshardFourToTwoToOneKeepsEveryBit) {
     EXPECT_EQ(state_of(two.checkpoint, k), state_of(four.checkpoint, k));
     EXPECT_EQ(state_of(one.checkpoint, k), state_of(four.checkpoint, k));
   }
+  // export writes the sharded weights as a Hugging Face directory the single-process loader
+  // reads back to the same values.
+  const std::string hf = test::temp_dir("dp_reshard_export");
+  export_checkpoint(four.checkpoint, hf);
+  EXPECT_EQ(state_of(hf, StateKind::kWeights), state_of(four.checkpoint, StateKind::kWeights));
   // And training continues from the resharded state: 2 more steps on 2 ranks.
   c.steps = 6;
   const TrainResult more = run_ranks(2, c, 2);
