@@ -13,10 +13,12 @@ void add_layout(const ModelShape& m, const TrainEstimate& e, Report& r) {
       s, "layout", "GPUs = TP x PP x DP",
       fmt::format("{} = {} x {} x {} (EP {}, ZeRO-{})", o.gpus, o.tp, o.pp, o.dp, o.ep, o.zero),
       "Megatron order: TP innermost, then DP, then PP");
-  add_row(
-      s, "micro_batches", "micro-batches per step (m)", o.grad_accum, "",
-      o.global_batch_tokens > 0 ? "global batch / (dp x micro_batch x seq)" : "--grad-accum",
-      fmt::format("{:.6g} / ({} x {} x {})", o.global_batch_tokens, o.dp, o.micro_batch, o.seq));
+  const bool derived = o.global_batch_tokens > 0;
+  add_row(s, "micro_batches", "micro-batches per step (m)", o.grad_accum, "",
+          derived ? "global batch / (dp x micro_batch x seq)" : "--grad-accum",
+          derived ? fmt::format("{:.6g} / ({} x {} x {})", o.global_batch_tokens, o.dp,
+                                o.micro_batch, o.seq)
+                  : "");
   add_row(s, "tokens_per_step", "tokens per step", e.tokens_per_step, "",
           "dp x micro_batch x seq x m",
           fmt::format("{} x {} x {} x {}", o.dp, o.micro_batch, o.seq, o.grad_accum));
