@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 
 #include "lmstack/calc/plan_explain.h"
 
@@ -33,13 +32,14 @@ std::vector<int> virtual_stage_options(const ModelShape& m, int pp) {
 Search candidates(const ModelShape& m, const HardwareSpec& hw, const PlanOptions& o, int seq) {
   const TrainOptions& b = o.base;
   const int gpn = b.gpus_per_node > 0 ? b.gpus_per_node : std::max(8, hw.nvlink_domain);
-  const double sequences = std::round(o.global_batch_tokens / seq);
   Search s;
   for (int tp = 1; tp <= std::min(gpn, b.gpus); tp *= 2) {
     for (int pp = 1; pp <= m.num_layers && tp * pp <= b.gpus; ++pp) {
       if (b.gpus % (tp * pp) != 0) continue;
       const int dp = b.gpus / (tp * pp);
-      if (std::fmod(sequences, static_cast<double>(dp) * b.micro_batch) != 0) {
+      try {
+        micro_batches_per_step(o.global_batch_tokens, seq, dp, b.micro_batch);
+      } catch (const RequestError&) {  // dp x micro-batch does not divide the batch
         ++s.indivisible;
         continue;
       }
@@ -97,9 +97,7 @@ Report plan_report(const ModelShape& m, const HardwareSpec& hw, const PlanOption
   base.dp = 0;
   base.global_batch_tokens = 0;
   base = resolve_layout(m, base);  // validates gpus, tokens, efficiency, seq, ...
-  if (!(o.global_batch_tokens >= base.seq))
-    throw_error<RequestError>("--global-batch-tokens {:.6g} is less than one sequence of {}",
-                              o.global_batch_tokens, base.seq);
+  micro_batches_per_step(o.global_batch_tokens, base.seq, 1, 1);  // at least one sequence
   const Search search = candidates(m, hw, o, base.seq);
   std::vector<TrainEstimate> fits, compared;
   int tried = 0;
@@ -119,8 +117,8 @@ Report plan_report(const ModelShape& m, const HardwareSpec& hw, const PlanOption
   r.title = fmt::format("calc plan {} on {} x {} ({:.4g} tokens, {:.4g} per step)", m.name,
                         o.base.gpus, hw.name, o.base.tokens, o.global_batch_tokens);
   Section& s = r.section("search", "Search");
-  const double sequences = std::round(o.global_batch_tokens / base.seq);
-  add_row(s, "sequences_per_step", "sequences per step", sequences, "", "global batch tokens / seq",
+  add_row(s, "sequences_per_step", "sequences per step",
+          sequences_per_step(o.global_batch_tokens, base.seq), "", "global batch tokens / seq",
           fmt::format("{:.6g} / {}", o.global_batch_tokens, base.seq));
   add_row(s, "layouts_indivisible", "(tp, pp) skipped: dp x micro-batch does not divide them",
           search.indivisible, "", "m = sequences / (dp x micro_batch) must be a whole number");

@@ -54,6 +54,7 @@ TrainOptions resolve_layout(const ModelShape& m, const TrainOptions& o);
 // global batch / (dp x micro_batch x seq). Sequences per step = round(global / seq); throws
 // RequestError when dp x micro_batch does not divide them.
 int micro_batches_per_step(double global_batch_tokens, int seq, int dp, int micro_batch);
+double sequences_per_step(double global_batch_tokens, int seq);  // round(global / seq)
 // Layers on the busiest pipeline stage: ceil(L / pp) (Llama 3 405B: 126 layers on 16 stages ->
 // 8; Megatron needs L % pp == 0, Llama 3 and torchtitan split unevenly).
 int layers_per_stage(const ModelShape& m, int pp);

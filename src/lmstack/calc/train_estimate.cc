@@ -192,8 +192,12 @@ int layers_per_stage(const ModelShape& m, int pp) {
   return static_cast<int>((m.num_layers + pp - 1) / pp);
 }
 
+double sequences_per_step(double global_batch_tokens, int seq) {
+  return std::round(global_batch_tokens / seq);
+}
+
 int micro_batches_per_step(double global_batch_tokens, int seq, int dp, int micro_batch) {
-  const double sequences = std::round(global_batch_tokens / seq);
+  const double sequences = sequences_per_step(global_batch_tokens, seq);
   const double per_step = static_cast<double>(dp) * micro_batch;
   if (sequences < 1)
     throw_error<RequestError>("--global-batch-tokens {:.6g} is less than one sequence of {}",
