@@ -51,6 +51,13 @@ TEST(CalcCli, ExplainAndPlot) {
   out = calc("roofline --gpu a100-80g --decode llama-3-8b --batch 8 --plot " + svg, &status);
   EXPECT_EQ(status, 0) << out;
   EXPECT_TRUE(read_file(svg).starts_with("<svg"));
+  out = calc(
+      "plan llama-3.1-405b --gpus 16384 --tokens 15.6e12 --seq 8192 "
+      "--global-batch-tokens 16777216 --nic roce-400 --tp 8 --pp 16 --recompute selective "
+      "--explain",
+      &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("the activation memory model"), std::string::npos) << out;
   out = calc("list", &status);
   EXPECT_NE(out.find("deepseek-v3"), std::string::npos);
 }
@@ -98,7 +105,11 @@ TEST(CalcCli, BadInputSaysWhy) {
       {"model llama-9", "tinyllama-1.1b"},
       {"model " + cfg, "hidden_size"},
       {"train llama-3-8b --tokens 1e9 --gpus 6 --tp 3", "32 attention heads"},
-      {"train llama-3-8b --tokens 1e9 --gpus 3 --pp 3", "32 layers"},
+      {"train llama-3-8b --tokens 1e9 --gpus 33 --pp 33", "32 layers"},
+      {"train llama-3-8b --tokens 1e9 --gpus 8 --global-batch-tokens 12288 --seq 4096",
+       "not a multiple of dp 8"},
+      {"plan llama-3-8b --tokens 1e9 --gpus 8 --global-batch-tokens 100", "one sequence"},
+      {"plan llama-3-8b --tokens 1e9 --gpus 8 --tp 8", "--tp and --pp"},
       {"infer llama-3-8b --gpu tpu", "h100-sxm"},
       {"comm --bytes 12XB --ranks 8", "--bytes"},
       {"roofline --gpu h100-sxm --gemm 1,2", "--gemm"},

@@ -34,7 +34,8 @@ TrainOptions train_opts(int gpus, int tp, int pp) {
 TEST(Layout, ImpossibleLayoutsSayWhy) {
   const ModelShape m = model_preset("llama-3-8b");
   expect_error<RequestError>([&] { resolve_layout(m, train_opts(6, 3, 1)); }, "32 attention heads");
-  expect_error<RequestError>([&] { resolve_layout(m, train_opts(5, 1, 5)); }, "32 layers");
+  expect_error<RequestError>([&] { resolve_layout(m, train_opts(33, 1, 33)); }, "32 layers");
+  EXPECT_EQ(resolve_layout(m, train_opts(5, 1, 5)).pp, 5);  // uneven: stages of 7 and 6 layers
   expect_error<RequestError>([&] { resolve_layout(m, train_opts(6, 4, 1)); }, "--gpus is 6");
   TrainOptions o = train_opts(8, 1, 1);
   o.ep = 2;

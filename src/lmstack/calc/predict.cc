@@ -54,7 +54,9 @@ double activation_bytes_per_layer(const ActivationShape& a) {
 
 double activation_bytes(const ActivationShape& a) {
   const double in_flight = std::min<double>(a.pp, a.micro_batches);
-  return activation_bytes_per_layer(a) * (a.layers / a.pp) * in_flight;
+  const double layers = a.stage_layers > 0 ? a.stage_layers : a.layers / a.pp;
+  const double interleave = a.virtual_stages > 1 ? 1 + (a.pp - 1.0) / (a.pp * a.virtual_stages) : 1;
+  return activation_bytes_per_layer(a) * layers * in_flight * interleave;
 }
 
 double weight_bytes(const ParamCount& p, const std::string& dtype) {

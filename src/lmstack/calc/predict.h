@@ -51,11 +51,14 @@ struct ActivationShape {
   double micro_batches = 1;       // micro-batches per step (pipeline in flight = min(pp, m))
   bool sequence_parallel = true;  // Megatron SP when tp > 1
   Recompute recompute = Recompute::kNone;
+  double stage_layers = 0;  // layers on the busiest stage; 0: layers / pp
+  int virtual_stages = 1;   // interleaved 1F1B model chunks per pipeline rank
 };
 // Korthikanti et al. Table 2, bytes per layer on one GPU.
 double activation_bytes_per_layer(const ActivationShape& a);
 // Bytes of saved activations on the busiest (first) pipeline stage: its L/pp layers times the
-// micro-batches it holds in flight under 1F1B, min(pp, micro_batches).
+// micro-batches it holds in flight under 1F1B, min(pp, micro_batches); the interleaved schedule
+// holds (1 + (pp-1)/(pp v)) times that (Korthikanti et al. 2022, sec. 4.2.3).
 double activation_bytes(const ActivationShape& a);
 
 // Weight bytes of the whole model in `dtype` (dtype_bytes()).

@@ -31,6 +31,15 @@ ModelShape gpt2(const char* name, int64_t hidden, int64_t layers, int64_t heads)
   return m;
 }
 
+// GPT-3: the GPT-2 block at other sizes (learned positions, LayerNorm, biases, tied).
+ModelShape gpt3(const char* name, int64_t vocab, int64_t hidden, int64_t layers, int64_t heads,
+                int64_t max_pos) {
+  ModelShape m = gpt2(name, hidden, layers, heads);
+  m.vocab_size = vocab;
+  m.max_position = max_pos;
+  return m;
+}
+
 // Llama-style decoder (RMSNorm, SwiGLU, RoPE, no biases).
 ModelShape llama(const char* name, int64_t vocab, int64_t hidden, int64_t layers, int64_t heads,
                  int64_t kv_heads, int64_t inter, int64_t max_pos, bool tied) {
@@ -94,6 +103,10 @@ std::vector<ModelShape> build_table() {
       gpt2("gpt2-774m", 1280, 36, 20),
       // huggingface.co/openai-community/gpt2-xl: n_embd 1600, n_layer 48, n_head 25
       gpt2("gpt2-1.5b", 1600, 48, 25),
+      // GPT-3 175B has no Hugging Face repository: Brown et al. 2020 Table 2.1 (96 layers,
+      // d_model 12288, 96 heads, context 2048) with Megatron-LM's vocabulary padded to 51,200
+      // (Narayanan et al. 2021 sec. 5.1; eq. 2 gives 174.6B, as their Table 2)
+      gpt3("gpt3-175b", 51200, 12288, 96, 96, 2048),
       // huggingface.co/meta-llama/Llama-2-7b-hf: vocab 32000, hidden 4096, 32 layers, 32 heads,
       // 32 kv heads, intermediate 11008, max_position 4096, untied
       llama("llama-2-7b", 32000, 4096, 32, 32, 32, 11008, 4096, false),

@@ -3,6 +3,7 @@
 // carry value, unit, formula and derivation. The CLI (cli/cmd_calc*.cc) only parses and prints.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,19 +27,41 @@ struct TrainOptions {
   int micro_batch = 1;
   int seq = 0;         // 0: the model's max_position (capped at 4096)
   int grad_accum = 1;  // micro-batches per step per DP rank (the m of the bubble)
+  // > 0: tokens per optimizer step; grad_accum is then derived from it (micro_batches_per_step).
+  double global_batch_tokens = 0;
+  int virtual_stages = 1;  // Megatron interleaved 1F1B: model chunks per pipeline rank (v)
   Recompute recompute = Recompute::kNone;
   bool sequence_parallel = true;
-  double mfu = 0.4;
+  double mfu = 0.4;  // assumed end-to-end MFU for calc train's "time at MFU"
+  // Fraction of the dense peak the GPU sustains while it computes (GEMMs, attention and the
+  // element-wise work between them); the step model adds the pipeline bubble, recomputation and
+  // exposed communication on top, so the MFU it predicts is lower. 0.5 is a round middle of the
+  // 44-52% of A100 peak Megatron-LM sustains (Narayanan et al. 2021, Table 1); it is not fitted to
+  // the published layouts the tests compare against. Set it from a profile of your kernels.
+  double compute_efficiency = 0.5;
   std::string precision = "mixed";  // TrainPrecision::parse
   std::string dtype = "bf16";       // compute precision for the peak
   int gpus_per_node = 0;            // 0: min(8, the GPU's NVLink domain) (72 on NVL72)
   std::string nic = "ndr";          // link between nodes, one NIC per GPU
   AttnConvention attention = AttnConvention::kPalm;
 };
-// The layout actually used (dp filled in) after validation; throws RequestError naming the
-// option when tp does not divide heads (or KV heads), pp does not divide layers, ep does not
-// divide experts or dp, or tp * pp * dp != gpus.
+// The layout actually used (dp filled in, grad_accum derived from global_batch_tokens when set)
+// after validation; throws RequestError naming the option when tp does not divide heads (or KV
+// heads), pp exceeds the layers, virtual_stages does not divide the layers of a stage, ep does
+// not divide experts or dp, tp * pp * dp != gpus, or the global batch does not split evenly.
 TrainOptions resolve_layout(const ModelShape& m, const TrainOptions& o);
+// Micro-batches each DP rank runs per step when a step holds `global_batch_tokens` tokens:
+// global batch / (dp x micro_batch x seq). Sequences per step = round(global / seq); throws
+// RequestError when dp x micro_batch does not divide them.
+int micro_batches_per_step(double global_batch_tokens, int seq, int dp, int micro_batch);
+double sequences_per_step(double global_batch_tokens, int seq);  // round(global / seq)
+// Layers on the busiest pipeline stage: ceil(L / pp) (Llama 3 405B: 126 layers on 16 stages ->
+// 8; Megatron needs L % pp == 0, Llama 3 and torchtitan split unevenly).
+int layers_per_stage(const ModelShape& m, int pp);
+// Pipeline bubble over the ideal compute time: (pp-1)/m for 1F1B (GPipe, Narayanan et al. 2021
+// sec. 2.2.1), (pp-1)/(v m) interleaved with v chunks per rank when m >= pp; with m < pp each
+// interleaved round waits for the micro-batch to come back from the last rank.
+double pipeline_bubble(int pp, int virtual_stages, int micro_batches);
 Report train_report(const ModelShape& m, const HardwareSpec& hw, const TrainOptions& o);
 
 struct InferOptions {
@@ -100,9 +123,13 @@ struct ClusterOptions {
 Report cluster_report(const ClusterOptions& o);
 
 struct PlanOptions {
-  TrainOptions base;  // tokens, gpus, micro_batch, seq, mfu, precision, nic, ...
-  double global_batch_tokens = 4 * 1024 * 1024;
+  TrainOptions base;  // tokens, gpus, micro_batch, seq, efficiency, precision, nic, ...
+  double global_batch_tokens = 4 * 1024 * 1024;  // fixed: each layout derives its micro-batches
   int top = 5;
+  // > 0: the layout to place in the ranking (e.g. a published one): the best candidate with
+  // this tp and pp (and virtual_stages / zero when > 0 / >= 0), evaluated even if it does not fit.
+  int compare_tp = 0, compare_pp = 0, compare_virtual_stages = 0, compare_zero = -1;
+  std::optional<Recompute> compare_recompute;
 };
 Report plan_report(const ModelShape& m, const HardwareSpec& hw, const PlanOptions& o);
 

@@ -2,7 +2,9 @@
 // pipeline bubble and per-step communication per parallel dimension with the link it uses.
 // Assumptions (stated in the report): Megatron rank order tp -> dp -> pp (TP innermost, so it
 // stays inside a node when tp <= GPUs per node); one NIC per GPU between nodes; EP ranks are
-// carved out of DP; layers (and embedding + lm_head) spread evenly over pipeline stages.
+// carved out of DP; the busiest pipeline stage holds ceil(L/pp) layers and sets the pace
+// (embedding + lm_head spread evenly); communication is not overlapped with compute except DP's
+// (see dp_exposed_s); kernels run at compute_efficiency of the peak whatever the layout.
 #pragma once
 
 #include <string>
@@ -20,7 +22,7 @@ struct CommCost {
 };
 
 struct TrainEstimate {
-  TrainOptions layout;  // resolved (dp filled in)
+  TrainOptions layout;  // resolved (dp filled in, grad_accum derived from the global batch)
   double params_per_gpu = 0;
   StateBytes states;
   double activations = 0;
@@ -31,12 +33,19 @@ struct TrainEstimate {
   double flops_per_token = 0;  // training, with the attention convention
   double total_flops = 0;      // flops_per_token x D
   double time_at_mfu_s = 0;    // total / (gpus x peak x mfu)
-  double bubble = 0;           // (pp - 1) / grad_accum
-  double compute_step_s = 0;   // one step at the MFU incl. recomputation, without bubble
+  int stage_layers = 0;        // ceil(L / pp): layers on the busiest stage
+  double stage_imbalance = 1;  // stage_layers x pp / L: the busiest stage's share over the mean
+  double bubble = 0;           // (pp - 1) / (v x grad_accum)
+  double compute_step_s = 0;   // one step at compute_efficiency incl. recomputation, no bubble
   CommCost dp, tp, pp, ep;
-  double step_s = 0;  // compute x (1 + bubble) + TP + PP + EP + DP not hidden by backward
+  double dp_exposed_s = 0;      // DP time not hidden behind the backward (forward) it overlaps
+  double step_s = 0;            // compute x (1 + bubble) + TP + PP + EP + exposed DP
+  double mfu = 0;               // model FLOPs (no recomputation) / (step x gpus x peak)
+  double hw_flops_per_gpu = 0;  // FLOPs executed incl. recomputation / (step x gpus)
 };
 
 TrainEstimate estimate_train(const ModelShape& m, const HardwareSpec& hw, const TrainOptions& o);
+// The activation-memory inputs of an estimate's layout (busiest stage, interleaving included).
+ActivationShape train_activation_shape(const ModelShape& m, const TrainEstimate& e);
 
 }  // namespace lmstack::calc

@@ -6,16 +6,25 @@
 namespace lmstack::calc {
 namespace {
 
-void add_layout(const TrainEstimate& e, Report& r) {
+void add_layout(const ModelShape& m, const TrainEstimate& e, Report& r) {
   const TrainOptions& o = e.layout;
   Section& s = r.section("layout", "Layout");
   add_text(
       s, "layout", "GPUs = TP x PP x DP",
       fmt::format("{} = {} x {} x {} (EP {}, ZeRO-{})", o.gpus, o.tp, o.pp, o.dp, o.ep, o.zero),
       "Megatron order: TP innermost, then DP, then PP");
+  const bool derived = o.global_batch_tokens > 0;
+  add_row(s, "micro_batches", "micro-batches per step (m)", o.grad_accum, "",
+          derived ? "global batch / (dp x micro_batch x seq)" : "--grad-accum",
+          derived ? fmt::format("{:.6g} / ({} x {} x {})", o.global_batch_tokens, o.dp,
+                                o.micro_batch, o.seq)
+                  : "");
   add_row(s, "tokens_per_step", "tokens per step", e.tokens_per_step, "",
-          "dp x micro_batch x seq x grad_accum",
+          "dp x micro_batch x seq x m",
           fmt::format("{} x {} x {} x {}", o.dp, o.micro_batch, o.seq, o.grad_accum));
+  add_row(s, "stage_layers", "layers on the busiest stage", e.stage_layers, "", "ceil(L / pp)",
+          fmt::format("ceil({} / {}), {} chunk(s) of {} (interleaved v = {})", m.num_layers, o.pp,
+                      o.virtual_stages, e.stage_layers / o.virtual_stages, o.virtual_stages));
   add_row(s, "steps", "steps for D tokens", e.steps, "", "D / tokens per step");
 }
 
@@ -40,21 +49,14 @@ void add_memory(const ModelShape& m, const HardwareSpec& hw, const TrainEstimate
       : (o.tp > 1 && !o.sequence_parallel)   ? "sbh(10 + 24/t + 5as/(ht)) per layer"
                                              : "sbh/t (34 + 5as/h) per layer";
   add_row(s, "activations_bytes", "activations", e.activations, "B",
-          act_formula + " x L/pp x min(pp, m)",
-          fmt::format("s={} b={} h={} a={} t={} L={} pp={} m={}", o.seq, o.micro_batch,
-                      m.hidden_size, m.num_heads, o.tp, m.num_layers, o.pp, o.grad_accum));
+          act_formula + " x ceil(L/pp) x min(pp, m) [x (1 + (pp-1)/(pp v)) interleaved]",
+          fmt::format("s={} b={} h={} a={} t={} layers/stage={} pp={} m={} v={}", o.seq,
+                      o.micro_batch, m.hidden_size, m.num_heads, o.tp, e.stage_layers, o.pp,
+                      o.grad_accum, o.virtual_stages));
   for (Recompute alt : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
     if (alt == o.recompute) continue;
-    ActivationShape a{static_cast<double>(o.seq),
-                      static_cast<double>(o.micro_batch),
-                      static_cast<double>(m.hidden_size),
-                      static_cast<double>(m.num_heads),
-                      static_cast<double>(m.num_layers),
-                      o.tp,
-                      o.pp,
-                      static_cast<double>(o.grad_accum),
-                      o.sequence_parallel,
-                      alt};
+    ActivationShape a = train_activation_shape(m, e);
+    a.recompute = alt;
     add_row(s, std::string("activations_if_") + recompute_name(alt),
             fmt::format("  (with --recompute {})", recompute_name(alt)), activation_bytes(a), "B",
             "");
@@ -82,8 +84,9 @@ void add_compute(const HardwareSpec& hw, const TrainEstimate& e, Report& r) {
           fmt::format("{:.4g} / ({} x {:.4g} x {})", e.total_flops, o.gpus,
                       hw.compute_flops(o.dtype), o.mfu));
   add_row(s, "gpu_hours", "GPU-hours", e.time_at_mfu_s * o.gpus / 3600, "", "time x gpus / 3600");
-  add_row(s, "bubble", "pipeline bubble", e.bubble, "%", "(pp - 1) / m",
-          fmt::format("({} - 1) / {}", o.pp, o.grad_accum));
+  add_row(s, "bubble", "pipeline bubble", e.bubble, "%",
+          "((v-1) max(m,pp) + m + pp - 1) / (v m) - 1 = (pp-1)/(v m) when m >= pp",
+          fmt::format("v {}, m {}, pp {}", o.virtual_stages, o.grad_accum, o.pp));
 }
 
 void add_comm_row(Section& s, const std::string& key, const std::string& label, const CommCost& c,
@@ -105,10 +108,24 @@ void add_comm(const TrainEstimate& e, Report& r) {
   add_comm_row(s, "tp", "TP", e.tp, o.tp);
   add_comm_row(s, "pp", "PP", e.pp, o.pp);
   add_comm_row(s, "ep", "EP", e.ep, o.ep);
-  add_row(s, "compute_step_s", "compute per step at MFU", e.compute_step_s, "s",
-          "flops/token x tokens/step / (gpus x peak x MFU)");
+  add_row(s, "dp_exposed_s", "  DP not hidden by compute", e.dp_exposed_s, "s",
+          o.zero <= 1 ? "all-reduce beyond the last micro-batch's backward (2/3 of its compute)"
+                      : "each collective beyond the forward (1/3) or backward (2/3) it overlaps");
+  add_row(s, "compute_step_s", "compute per step", e.compute_step_s, "s",
+          "(flops/token + recompute) x tokens/step / (gpus x peak x efficiency) x imbalance",
+          fmt::format("efficiency {}, imbalance {} x {} / {} = {:.4f}", o.compute_efficiency,
+                      e.stage_layers, o.pp, e.stage_layers * o.pp / e.stage_imbalance,
+                      e.stage_imbalance));
   add_row(s, "step_s", "step estimate", e.step_s, "s",
-          "compute x (1 + bubble) + TP + PP + EP + DP beyond 2/3 of compute (overlap)");
+          "compute x (1 + bubble) + TP + PP + EP + exposed DP",
+          fmt::format("{:.4g} x (1 + {:.4f}) + {:.4g} + {:.4g} + {:.4g} + {:.4g}", e.compute_step_s,
+                      e.bubble, e.tp.time_s, e.pp.time_s, e.ep.time_s, e.dp_exposed_s));
+  add_row(s, "mfu_predicted", "MFU predicted", e.mfu, "%",
+          "flops/token x tokens/step / (step x gpus x peak)");
+  add_row(s, "hw_flops_per_gpu", "FLOP/s per GPU incl. recomputation", e.hw_flops_per_gpu, "FLOP/s",
+          "what Megatron-LM reports as teraFLOP/s per GPU");
+  add_row(s, "time_at_step_s", "time at the step estimate", e.step_s * e.steps, "s",
+          "steps x step");
 }
 
 }  // namespace
@@ -118,7 +135,7 @@ Report train_report(const ModelShape& m, const HardwareSpec& hw, const TrainOpti
   Report r;
   r.title = fmt::format("calc train {} on {} x {} ({:.4g} tokens)", m.name, e.layout.gpus, hw.name,
                         e.layout.tokens);
-  add_layout(e, r);
+  add_layout(m, e, r);
   add_memory(m, hw, e, r);
   add_compute(hw, e, r);
   add_comm(e, r);

@@ -12,8 +12,8 @@ struct TrainArgs {
   std::string model, gpu = "h100-sxm", machine, recompute = "none", attention = "palm";
   bool no_sp = false;
   calc::TrainOptions o;
-  double global_batch = 4 * 1024 * 1024;
-  int top = 5;
+  calc::PlanOptions plan;
+  std::string compare_recompute;
   CalcOutput out;
 };
 
@@ -27,7 +27,9 @@ void add_common(CLI::App* sub, TrainArgs& a) {
   sub->add_option("--micro-batch", a.o.micro_batch, "sequences per micro-batch")
       ->capture_default_str();
   sub->add_option("--seq", a.o.seq, "tokens per sequence (default: max_position, <= 4096)");
-  sub->add_option("--mfu", a.o.mfu, "model FLOPs utilization assumed")->capture_default_str();
+  sub->add_option("--compute-efficiency", a.o.compute_efficiency,
+                  "fraction of peak while computing (the step model adds bubble and comm)")
+      ->capture_default_str();
   sub->add_option("--precision", a.o.precision, "mixed (2+2+12 B/param) or fp32 (4+4+8)")
       ->capture_default_str();
   sub->add_option("--dtype", a.o.dtype, "compute precision for the peak: bf16, fp8, f32")
@@ -61,6 +63,13 @@ CalcSubcommand setup_calc_train(CLI::App& calc) {
   sub->add_option("--zero", a->o.zero, "ZeRO stage 0-3")->capture_default_str();
   sub->add_option("--grad-accum", a->o.grad_accum, "micro-batches per step (pipeline m)")
       ->capture_default_str();
+  sub->add_option("--global-batch-tokens", a->o.global_batch_tokens,
+                  "tokens per step; derives --grad-accum = tokens / (dp x micro-batch x seq)");
+  sub->add_option("--virtual-stages", a->o.virtual_stages,
+                  "interleaved pipeline: model chunks per rank (v)")
+      ->capture_default_str();
+  sub->add_option("--mfu", a->o.mfu, "end-to-end MFU assumed for 'time at MFU'")
+      ->capture_default_str();
   sub->add_option("--recompute", a->recompute, "activation recomputation: none selective full")
       ->capture_default_str();
   sub->add_flag("--no-sequence-parallel", a->no_sp, "TP without Megatron sequence parallelism");
@@ -74,15 +83,29 @@ CalcSubcommand setup_calc_train(CLI::App& calc) {
 CalcSubcommand setup_calc_plan(CLI::App& calc) {
   auto a = std::make_shared<TrainArgs>();
   CLI::App* sub = calc.add_subcommand(
-      "plan", "search TP x PP x DP x ZeRO layouts that fit and rank them by step time");
+      "plan",
+      "search TP x PP x DP x v x ZeRO layouts for a fixed global batch; rank them by step time");
   add_common(sub, *a);
-  sub->add_option("--global-batch", a->global_batch, "tokens per optimizer step")
+  sub->add_option("--global-batch-tokens,--global-batch", a->plan.global_batch_tokens,
+                  "tokens per optimizer step (Llama 3 405B: 16M)")
       ->capture_default_str();
-  sub->add_option("--top", a->top, "layouts to show")->capture_default_str();
+  sub->add_option("--top", a->plan.top, "layouts to show")->capture_default_str();
+  sub->add_option("--tp", a->plan.compare_tp, "compare: a layout's TP (e.g. a published one)");
+  sub->add_option("--pp", a->plan.compare_pp, "compare: its pipeline stages");
+  sub->add_option("--virtual-stages", a->plan.compare_virtual_stages,
+                  "compare: its chunks per rank (default: the best)");
+  sub->add_option("--zero", a->plan.compare_zero, "compare: its ZeRO stage (default: the best)");
+  sub->add_option("--recompute", a->compare_recompute,
+                  "compare: none selective full (default: the best)");
   return {sub, [a] {
             const calc::ModelShape m = calc::resolve_model(a->model);
             const calc::HardwareSpec hw = calc::resolve_hardware(a->gpu, a->machine);
-            calc::PlanOptions p{finish(*a), a->global_batch, a->top};
+            calc::PlanOptions p = a->plan;
+            p.base = finish(*a);
+            if (!a->compare_recompute.empty())
+              p.compare_recompute = calc::parse_recompute(a->compare_recompute);
+            if ((p.compare_tp > 0) != (p.compare_pp > 0))
+              throw_error<RequestError>("--tp and --pp name the layout to compare: give both");
             return print_calc_report(calc::plan_report(m, hw, p), a->out);
           }};
 }

@@ -103,6 +103,8 @@ const RegisterCommand kRegister{
      "  lmstack calc comm --bytes 280GB --ranks 128 --link ndr\n"
      "  lmstack calc cluster --gpus 1024 --gpus-per-node 8 --nic ndr\n"
      "  lmstack calc plan llama-3-70b --gpus 512 --gpu h100-sxm --tokens 15e12\n"
+     "  lmstack calc plan llama-3.1-405b --gpus 16384 --tokens 15.6e12 --seq 8192 "
+     "--global-batch-tokens 16777216 --tp 8 --pp 16 --explain\n"
      "  lmstack calc check run.json --explain",
      setup}};
 
