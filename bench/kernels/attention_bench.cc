@@ -63,7 +63,8 @@ struct Batch {
     for (auto& x : q) x = dist(rng);
     out.resize(q.size());
     kv = {k.data(), v.data(), num_blocks, kBlock, kKvHeads, kHeadDim};
-    batch = {num_seqs, query_start.data(), context_len.data(), block_table.data(), blocks_per_seq};
+    batch = {num_seqs,           query_start.data(), context_len.data(),
+             block_table.data(), blocks_per_seq,     0};
   }
   void run(PagedAttentionFn* fn) {
     fn(bench_pool(), out.data(), q.data(), kv, batch, kHeads, 1.0f / std::sqrt(float(kHeadDim)));

@@ -1,9 +1,11 @@
 // causal_attention and causal_attention_backward: the forward against an f64 evaluation, and
 // dQ, dK, dV against finite differences of it (f64), for MHA, GQA and MQA, several sequences
-// and an odd head dim; gradients accumulate onto nonzero buffers.
+// and an odd head dim, with and without a sliding window (1, 2, 3 keys); gradients accumulate
+// onto nonzero buffers.
 // Legend: B sequences, T tokens, H query heads, Hkv kv heads, D head dim.
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -19,9 +21,10 @@ using test::Vec64;
 struct Shape {
   int64_t b, t;
   int h, hkv, d;
+  int window = 0;  // 0: full causal
 };
 
-// out[B, T, H, D] of causal attention in f64.
+// out[B, T, H, D] of causal attention in f64; under a window W query i sees i - W < j <= i.
 Vec64 attention64(const Shape& s, const Vec64& q, const Vec64& k, const Vec64& v, double scale) {
   Vec64 out(q.size(), 0.0);
   const int g = s.h / s.hkv;
@@ -29,15 +32,17 @@ Vec64 attention64(const Shape& s, const Vec64& q, const Vec64& k, const Vec64& v
     for (int64_t i = 0; i < s.t; ++i)
       for (int h = 0; h < s.h; ++h) {
         const size_t qi = static_cast<size_t>(((b * s.t + i) * s.h + h) * s.d);
-        Vec64 sc(static_cast<size_t>(i + 1));
-        for (int64_t j = 0; j <= i; ++j) {
+        const int64_t first = s.window > 0 ? std::max<int64_t>(0, i - s.window + 1) : 0;
+        Vec64 sc(static_cast<size_t>(i + 1), -INFINITY);
+        for (int64_t j = first; j <= i; ++j) {
           const size_t kj = static_cast<size_t>(((b * s.t + j) * s.hkv + h / g) * s.d);
+          sc[static_cast<size_t>(j)] = 0;
           for (int e = 0; e < s.d; ++e) sc[static_cast<size_t>(j)] += q[qi + e] * k[kj + e] * scale;
         }
         const double m = *std::max_element(sc.begin(), sc.end());
         double sum = 0;
         for (auto& x : sc) sum += (x = std::exp(x - m));
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = first; j <= i; ++j) {
           const size_t vj = static_cast<size_t>(((b * s.t + j) * s.hkv + h / g) * s.d);
           for (int e = 0; e < s.d; ++e) out[qi + e] += sc[static_cast<size_t>(j)] / sum * v[vj + e];
         }
@@ -47,7 +52,10 @@ Vec64 attention64(const Shape& s, const Vec64& q, const Vec64& k, const Vec64& v
 
 TEST(CausalAttention, ForwardAndBackwardMatchF64) {
   ThreadPool pool(2);
-  for (const Shape& s : {Shape{2, 5, 2, 2, 4}, Shape{1, 7, 4, 2, 3}, Shape{2, 4, 3, 1, 8}}) {
+  for (const Shape& s :
+       {Shape{2, 5, 2, 2, 4}, Shape{1, 7, 4, 2, 3}, Shape{2, 4, 3, 1, 8}, Shape{2, 6, 2, 2, 4, 2},
+        Shape{1, 7, 4, 2, 3, 3}, Shape{1, 5, 2, 1, 5, 1}}) {
+    SCOPED_TRACE("window " + std::to_string(s.window));
     const size_t nq = static_cast<size_t>(s.b * s.t * s.h * s.d);
     const size_t nkv = static_cast<size_t>(s.b * s.t * s.hkv * s.d);
     const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
@@ -56,7 +64,7 @@ TEST(CausalAttention, ForwardAndBackwardMatchF64) {
     const Vec64 q64 = test::to64(q), k64 = test::to64(k), v64 = test::to64(v);
     std::vector<float> out(nq);
     causal_attention(pool, out.data(), q.data(), k.data(), v.data(), s.b, s.t, s.h, s.hkv, s.d,
-                     scale);
+                     scale, s.window);
     const Vec64 want = attention64(s, q64, k64, v64, scale);
     EXPECT_TRUE(test::all_close(out, {want.begin(), want.end()}, 1e-5, 1e-6));
 
@@ -64,7 +72,8 @@ TEST(CausalAttention, ForwardAndBackwardMatchF64) {
                dv0 = test::random_floats(nkv, 7);
     auto dq = dq0, dk = dk0, dv = dv0;
     causal_attention_backward(pool, dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
-                              k.data(), v.data(), out.data(), s.b, s.t, s.h, s.hkv, s.d, scale);
+                              k.data(), v.data(), out.data(), s.b, s.t, s.h, s.hkv, s.d, scale,
+                              s.window);
     const auto num_dq = test::numeric_grad(
         [&](const Vec64& at) { return attention64(s, at, k64, v64, scale); }, q64, dout);
     const auto num_dk = test::numeric_grad(

@@ -2,12 +2,16 @@
 // against the reference over prefill, decode, chunked-prefill and mixed batches (GQA, MQA,
 // MHA; head dims 32/40/64/128; block sizes 1, 7, 16; shuffled block tables; a sequence with
 // no queries this step; partially filled blocks whose unused rows hold NaN, so reading past
-// a context fails), and prefill of N tokens against N single-token decode steps.
+// a context fails), and prefill of N tokens against N single-token decode steps. Sliding
+// windows (AttentionBatch::window: 1, odd sizes, chunk-sized 64 +- 1, wider than the context)
+// over the same batches, with the KV outside every window overwritten by NaN, so a variant
+// that reads a key the window excludes fails.
 // Legend: T query rows, H query heads, Hkv kv heads, D head dim.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -71,8 +75,12 @@ struct PagedCase {
     num_queries = query_start.back();
     q.resize(static_cast<size_t>(num_queries) * h * d);
     for (auto& x : q) x = dist(rng) * 2;  // larger scores make the softmax peakier
-    batch = {static_cast<int>(seqs.size()), query_start.data(), context_len.data(),
-             block_table.data(), max_blocks};
+    batch = {static_cast<int>(seqs.size()),
+             query_start.data(),
+             context_len.data(),
+             block_table.data(),
+             max_blocks,
+             0};
   }
 
   std::vector<float> run(PagedAttentionFn* fn, ThreadPool& pool) const {
@@ -87,7 +95,7 @@ TEST(PagedAttention, ReferenceHandComputed) {
   std::vector<float> k = {0, 1, 1, 0}, v = {10, 20, 30, 40};  // block 0: token 1; block 1: 0
   const std::vector<int32_t> qs = {0, 2}, ctx = {2}, table = {1, 0};
   const PagedKv kv{k.data(), v.data(), 2, 1, 1, 2};
-  const AttentionBatch batch{1, qs.data(), ctx.data(), table.data(), 2};
+  const AttentionBatch batch{1, qs.data(), ctx.data(), table.data(), 2, 0};
   const std::vector<float> q = {5, 5, 2, 0};
   std::vector<float> out(4);
   ThreadPool pool(1);
@@ -159,14 +167,81 @@ TEST(PagedAttention, PrefillEqualsDecodeSteps) {
   const size_t row = static_cast<size_t>(heads) * d;
   for (int t = 0; t < n; ++t) {
     const std::vector<int32_t> qs = {0, 1}, ctx = {t + 1};
-    const AttentionBatch step{1, qs.data(), ctx.data(), full.block_table.data(),
-                              full.batch.max_blocks_per_seq};
+    const AttentionBatch step{
+        1, qs.data(), ctx.data(), full.block_table.data(), full.batch.max_blocks_per_seq, 0};
     std::vector<float> out(row);
     paged_attention(pool, out.data(), full.q.data() + t * row, full.kv, step, heads,
                     1.0f / std::sqrt(float(d)));
     const std::vector<float> expect(want.begin() + t * row, want.begin() + (t + 1) * row);
     ASSERT_TRUE(test::all_close(out, expect, 1e-5, 2e-6)) << "step " << t;
   }
+}
+
+TEST(PagedAttention, ReferenceWindowHandComputed) {
+  // The case above with window 1: each query sees only its own token.
+  std::vector<float> k = {0, 1, 1, 0}, v = {10, 20, 30, 40};
+  const std::vector<int32_t> qs = {0, 2}, ctx = {2}, table = {1, 0};
+  const PagedKv kv{k.data(), v.data(), 2, 1, 1, 2};
+  const AttentionBatch batch{1, qs.data(), ctx.data(), table.data(), 2, /*window=*/1};
+  const std::vector<float> q = {5, 5, 2, 0};
+  std::vector<float> out(4);
+  ThreadPool pool(1);
+  ref::paged_attention(pool, out.data(), q.data(), kv, batch, 1, 0.5f);
+  EXPECT_TRUE(test::all_close(out, {30, 40, 10, 20}, 0, 0));
+}
+
+// Overwrites with NaN the K/V of every position that no query of its sequence sees under
+// the case's window (the first query's window start bounds them all).
+void poison_outside_window(PagedCase& c) {
+  const size_t row = static_cast<size_t>(c.kv_heads) * c.head_dim;
+  for (int s = 0; s < c.batch.num_seqs; ++s) {
+    const int q_len = c.query_start[s + 1] - c.query_start[s];
+    const int64_t first = attention_window_start(c.context_len[s] - q_len, c.batch.window);
+    for (int64_t p = 0; p < first; ++p) {
+      const int64_t slot =
+          int64_t{c.block_table[s * c.batch.max_blocks_per_seq + p / c.block_size]} * c.block_size +
+          p % c.block_size;
+      std::fill_n(c.k_pool.begin() + slot * static_cast<int64_t>(row), row, NAN);
+      std::fill_n(c.v_pool.begin() + slot * static_cast<int64_t>(row), row, NAN);
+    }
+  }
+}
+
+TEST(PagedAttention, SlidingWindowVariantsMatchReference) {
+  ThreadPool pool(3);
+  uint32_t seed = 300;
+  for (const auto& [name, seqs] : batches())
+    for (int window : {1, 5, 63, 64, 65, 129, 2000})
+      for (int d : {36, 64})
+        for (int bs : {16, 7}) {
+          PagedCase c(8, 2, d, bs, seqs, seed++);
+          c.batch.window = window;
+          poison_outside_window(c);
+          expect_variants_match(c, pool, name + " window " + std::to_string(window));
+        }
+}
+
+TEST(PagedAttention, SlidingWindowLongDecodeAndChunkedPrefill) {
+  ThreadPool wide(8);
+  // Sliced decode: the window (700 of 1500 keys) is cut into slices across 8 threads.
+  PagedCase decode(8, 1, 128, 16, {{1, 1500}, {1, 300}}, 31);
+  decode.batch.window = 700;
+  poison_outside_window(decode);
+  expect_variants_match(decode, wide, "sliced decode window 700");
+  // A chunk of 90 queries late in a long context, window shorter than the chunk: rows late in
+  // a tile have whole key chunks before their window.
+  PagedCase chunked(4, 2, 64, 16, {{90, 500}}, 32);
+  chunked.batch.window = 33;
+  poison_outside_window(chunked);
+  expect_variants_match(chunked, wide, "chunked prefill window 33");
+}
+
+TEST(PagedAttention, WindowWiderThanTheContextIsFullAttention) {
+  ThreadPool pool(2);
+  PagedCase c(8, 2, 64, 7, batches()[2].second, 41);
+  const auto full = c.run(paged_attention, pool);
+  c.batch.window = 301;  // the longest context is 300
+  EXPECT_EQ(c.run(paged_attention, pool), full);
 }
 
 TEST(KvWrite, WritesRowsAtSlots) {

@@ -174,7 +174,8 @@ TEST(Config, BadShapesAndFieldsAreNamed) {
       {"hidden_size", "big", "'hidden_size' has the wrong type"},
       {"vocab_size", -3, "'vocab_size' must be positive"},
       {"eos_token_id", "x", "eos_token_id"},
-      {"rope_scaling", Json{{"rope_type", "yarn"}, {"factor", 4}}, "'yarn' is not supported"},
+      {"rope_scaling", Json{{"rope_type", "yarn"}, {"factor", 4}},
+       "'rope_scaling.rope_type' is 'yarn'"},
       {"rope_scaling", Json{{"rope_type", "llama3"}, {"factor", 8}}, "low_freq_factor"},
       {"torch_dtype", "int8", "torch_dtype 'int8'"},
       {"hidden_act", "gelu", "hidden_act 'gelu'"},
@@ -203,6 +204,103 @@ TEST(Config, Gpt2WithoutArchitecturesUsesModelType) {
   Json j = gpt2_124m();
   j.erase("architectures");
   EXPECT_EQ(ModelConfig::from_json(j, "c").arch, Arch::kGpt2);
+}
+
+// transformers >= 5 writes RoPE as rope_parameters (with rope_theta inside) and no top-level
+// rope_theta / rope_scaling: the same numbers as the 4.x layout.
+Json as_transformers5(Json j) {
+  Json p = j.contains("rope_scaling") && !j["rope_scaling"].is_null()
+               ? j["rope_scaling"]
+               : Json{{"rope_type", "default"}};
+  p["rope_theta"] = j["rope_theta"];
+  j.erase("rope_scaling");
+  j.erase("rope_theta");
+  j["rope_parameters"] = p;
+  j["dtype"] = j["torch_dtype"];
+  j.erase("torch_dtype");
+  return j;
+}
+
+TEST(Config, Transformers5RopeParametersReadLikeTheOldLayout) {
+  for (const Json& j : {llama32_1b(), qwen3_06b(), qwen25_05b()}) {
+    const ModelConfig old = ModelConfig::from_json(j, "old");
+    const ModelConfig now = ModelConfig::from_json(as_transformers5(j), "new");
+    EXPECT_EQ(now.to_json(), old.to_json()) << old.architecture;
+  }
+  const ModelConfig l = ModelConfig::from_json(as_transformers5(llama32_1b()), "c");
+  EXPECT_EQ(l.rope_theta, 500000.0f);  // not the 10000 fallback
+  EXPECT_EQ(l.rope_scaling.type, "llama3");
+  EXPECT_EQ(l.rope_scaling.factor, 32.0f);
+  EXPECT_EQ(l.dtype, DType::kBF16);  // "dtype", not "torch_dtype"
+  Json linear = llama32_1b();
+  linear["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};  // the pre-4.45 key "type"
+  EXPECT_EQ(ModelConfig::from_json(as_transformers5(linear), "c").rope_scaling.factor, 2.0f);
+}
+
+TEST(Config, UnimplementedRopeTypesAreRefusedByName) {
+  for (const char* type : {"yarn", "dynamic", "longrope", "su", "mrope", "proportional"}) {
+    Json j = as_transformers5(llama32_1b());
+    j["rope_parameters"] = {{"rope_type", type}, {"rope_theta", 1e6}, {"factor", 4.0}};
+    const std::string e = error_of(j);
+    EXPECT_NE(e.find("dir/config.json"), std::string::npos) << e;
+    EXPECT_NE(e.find("'rope_parameters.rope_type' is '" + std::string(type) + "'"),
+              std::string::npos)
+        << e;
+  }
+  Json per_layer = as_transformers5(llama32_1b());  // Gemma 3 style: one set per layer type
+  per_layer["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}}},
+                                  {"sliding_attention", {{"rope_type", "default"}}}};
+  EXPECT_NE(error_of(per_layer).find("one set per layer type"), std::string::npos);
+}
+
+// A small Qwen2 config with sliding-window fields as transformers writes them.
+Json qwen2_windowed(int layers) {
+  Json j = qwen25_05b();
+  j["num_hidden_layers"] = layers;
+  j["use_sliding_window"] = true;
+  j["sliding_window"] = 8;
+  return j;
+}
+
+TEST(Config, SlidingWindowPerArchitectureAsTransformersReadsIt) {
+  Json q = qwen2_windowed(4);
+  q["max_window_layers"] = 3;  // Qwen2Config: layers >= max_window_layers are windowed
+  ModelConfig c = ModelConfig::from_json(q, "c");
+  EXPECT_EQ(c.layer_window, (std::vector<int>{0, 0, 0, 8}));
+  q["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention", "full_attention"};
+  c = ModelConfig::from_json(q, "c");  // layer_types wins over max_window_layers
+  EXPECT_EQ(c.layer_window, (std::vector<int>{8, 0, 8, 0}));
+  EXPECT_EQ(ModelConfig::from_json(c.to_json(), "c").layer_window, c.layer_window);
+  q["use_sliding_window"] = false;
+  q.erase("layer_types");
+  EXPECT_FALSE(ModelConfig::from_json(q, "c").every_layer_windowed());
+  EXPECT_EQ(ModelConfig::from_json(q, "c").attention_window(3), 0);
+
+  Json m = llama32_1b();
+  m["architectures"] = Json::array({"MistralForCausalLM"});
+  m.erase("sliding_window");
+  EXPECT_EQ(ModelConfig::from_json(m, "c").sliding_window, 4096);  // MistralConfig's default
+  m["sliding_window"] = nullptr;
+  EXPECT_EQ(ModelConfig::from_json(m, "c").sliding_window, 0);
+  m["sliding_window"] = 8;
+  m["layer_types"] = {"full_attention"};  // MistralModel ignores layer_types
+  EXPECT_TRUE(ModelConfig::from_json(m, "c").every_layer_windowed());
+  Json l = llama32_1b();
+  l["sliding_window"] = 8;  // LlamaAttention has no window
+  EXPECT_EQ(ModelConfig::from_json(l, "c").attention_window(0), 0);
+}
+
+TEST(Config, BadLayerTypesAreNamed) {
+  Json j = qwen2_windowed(2);
+  j["layer_types"] = {"full_attention"};
+  EXPECT_NE(error_of(j).find("'layer_types' must list one type per layer (2 layers)"),
+            std::string::npos);
+  j["layer_types"] = {"full_attention", "chunked_attention"};
+  EXPECT_NE(error_of(j).find("'layer_types'[1] is '\"chunked_attention\"'"), std::string::npos)
+      << error_of(j);
+  j["layer_types"] = {"full_attention", "sliding_attention"};
+  j["use_sliding_window"] = false;
+  EXPECT_NE(error_of(j).find("layer 1 sliding_attention but no sliding_window"), std::string::npos);
 }
 
 }  // namespace

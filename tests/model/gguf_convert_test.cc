@@ -2,7 +2,8 @@
 // back to the same logits (F32 and F16 equal; Q8_0 close), its tokenizer encodes like the
 // directory's, a GGUF-to-GGUF conversion keeps the vocabulary, and the CLI path (convert, then
 // generate --model FILE.gguf) gives the directory's greedy text. tools/ref/check_gguf.py checks
-// the same files with gguf-py's reader.
+// the same files with gguf-py's reader. Sliding windows (every layer, and Qwen2's per-layer
+// pattern) survive the conversion.
 #include <gtest/gtest.h>
 
 #include "gguf_test_util.h"
@@ -95,6 +96,33 @@ TEST(GgufConvert, GgufToGgufKeepsVocabularyAndWeights) {
   const auto a = tokenizer::Tokenizer::load(src);
   const auto b = tokenizer::Tokenizer::load(path);
   EXPECT_EQ(b.encode("Hello world, it's 12:34."), a.encode("Hello world, it's 12:34."));
+}
+
+TEST(GgufConvert, SlidingWindowsSurviveTheConversion) {
+  Json mistral = find_model_preset("tiny-mistral", "").config;
+  mistral["sliding_window"] = 5;
+  Json qwen2 = find_model_preset("tiny-qwen2", "").config;
+  qwen2["use_sliding_window"] = true;
+  qwen2["sliding_window"] = 5;
+  qwen2["max_window_layers"] = 1;
+  struct Case {
+    Json config;
+    std::string name, key;  // Mistral is written as llama.cpp's "llama"
+  };
+  for (const Case& c : {Case{mistral, "swa_mistral", "llama.attention.sliding_window"},
+                        Case{qwen2, "swa_qwen2", "qwen2.attention.sliding_window"}}) {
+    SCOPED_TRACE(c.name);
+    const ModelDir ref = make_reference(c.config, DType::kF32, c.name);
+    ASSERT_NE(ref.config.attention_window(ref.config.num_layers - 1), 0);
+    const std::string path = convert(ref, ref.path, DType::kF32, c.name);
+    EXPECT_EQ(GgufFile(path).get_int(c.key), 5);
+    const ModelDir g = load_model_dir(path);
+    for (int l = 0; l < ref.config.num_layers; ++l)
+      EXPECT_EQ(g.config.attention_window(l), ref.config.attention_window(l)) << "layer " << l;
+    // 20 tokens, four windows: the logits past the window match only with the window applied.
+    EXPECT_TRUE(test::all_close(logits_of(g.config, g.weights, sample_tokens()),
+                                logits_of(ref.config, ref.weights, sample_tokens()), 0, 0));
+  }
 }
 
 TEST(GgufConvert, CliConvertThenGenerate) {

@@ -1,9 +1,10 @@
 // Scheduler without a model (nano-vllm style): token budget, chunked prefill beside decodes,
 // FCFS admission, preemption by recompute when the pool runs dry, prefix reuse at admission
-// and copy on write of a shared last block. "Running the model" is commit() plus appending a
-// token to sequences whose chunk reached their end.
+// and copy on write of a shared last block; release of blocks outside a sliding window. "Running
+// the model" is commit() plus appending a token to sequences whose chunk reached their end.
 #include "lmstack/serve/scheduler.h"
 
+#include <algorithm>
 #include <memory>
 #include <numeric>
 
@@ -13,10 +14,10 @@ namespace lmstack::serve {
 namespace {
 
 struct Fixture {
-  Fixture(int64_t num_blocks, int block_size, int budget, bool with_cache)
+  Fixture(int64_t num_blocks, int block_size, int budget, bool with_cache, int kv_window = 0)
       : blocks(num_blocks, block_size),
         cache(with_cache ? std::make_unique<PrefixCache>(blocks) : nullptr),
-        scheduler(SchedulerOptions{budget, 64}, blocks, cache.get()) {}
+        scheduler(SchedulerOptions{budget, 64, kv_window}, blocks, cache.get()) {}
 
   Sequence* add(int prompt_len, int first_token = 0) {
     std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
@@ -139,6 +140,45 @@ TEST(Scheduler, CopiesASharedLastBlockBeforeWritingIt) {
   f.scheduler.finish(a, false);
   f.scheduler.finish(&fork, false);
   EXPECT_EQ(f.blocks.num_free(), 16);
+}
+
+int held_blocks(const Sequence& s) {
+  return static_cast<int>(std::count_if(s.blocks.begin(), s.blocks.end(),
+                                        [](int32_t b) { return b != kReleasedBlock; }));
+}
+
+TEST(Scheduler, ReleasesBlocksWhollyBeforeTheSlidingWindow) {
+  Fixture f(64, 4, /*budget=*/64, false, /*kv_window=*/8);
+  Sequence* a = f.add(20);
+  f.step();  // 20 computed: the next query (position 20) reads 13..20, blocks 3 to 5
+  ASSERT_EQ(a->blocks.size(), 5u);
+  EXPECT_EQ(a->blocks[0], kReleasedBlock);
+  EXPECT_EQ(a->blocks[2], kReleasedBlock);
+  EXPECT_NE(a->blocks[3], kReleasedBlock);
+  EXPECT_EQ(f.blocks.num_free(), 64 - 2);
+  for (int i = 0; i < 30; ++i) {
+    f.step();
+    EXPECT_LE(held_blocks(*a), 3) << "8 keys span at most 3 blocks of 4";
+  }
+  f.scheduler.finish(a, true);
+  EXPECT_EQ(f.blocks.num_free(), 64);
+}
+
+TEST(Scheduler, KeepsBlocksSharedWithThePrefixCache) {
+  Fixture f(64, 4, /*budget=*/64, true, /*kv_window=*/8);
+  Sequence* a = f.add(9);
+  for (int i = 0; i < 20; ++i) f.step();
+  // The prompt's two full blocks went to the prefix cache first: shared, never released.
+  EXPECT_NE(a->blocks[0], kReleasedBlock);
+  EXPECT_NE(a->blocks[1], kReleasedBlock);
+  EXPECT_EQ(f.blocks.ref_count(a->blocks[0]), 2);
+  EXPECT_EQ(a->blocks[2], kReleasedBlock);  // generated tokens 9..11 are out of the window
+  f.scheduler.finish(a, true);  // a chain with a released block is not offered to the cache
+  EXPECT_EQ(f.blocks.num_free() + f.cache->stats().num_cached_blocks, 64);
+  // The cached prompt still serves a new request.
+  Sequence* b = f.add(9);
+  f.step();
+  EXPECT_EQ(b->num_cached_prompt, 8);
 }
 
 }  // namespace

@@ -198,7 +198,9 @@ Vec attention_ref(const Vec& q, const Vec& k, const Vec& v, const AttentionDims&
   for (int64_t b = 0; b < d.batch; ++b)
     for (int h = 0; h < d.heads; ++h)
       for (int64_t t = 0; t < d.seq; ++t) {
-        std::vector<double> s(static_cast<size_t>(t + 1));
+        // Under a sliding window the keys before `first` are masked (score -inf, weight 0).
+        const int64_t first = d.window > 0 ? std::max<int64_t>(0, t - d.window + 1) : 0;
+        std::vector<double> s(static_cast<size_t>(t + 1), -INFINITY);
         double mx = -1e300, sum = 0;
         auto qi = [&](int64_t tt, int i) {
           return q[static_cast<size_t>(((b * d.seq + tt) * d.heads + h) * dh + i)];
@@ -206,7 +208,7 @@ Vec attention_ref(const Vec& q, const Vec& k, const Vec& v, const AttentionDims&
         auto kv = [&](const Vec& m, int64_t tt, int i) {
           return m[static_cast<size_t>(((b * d.seq + tt) * d.kv_heads + h / group) * dh + i)];
         };
-        for (int64_t j = 0; j <= t; ++j) {
+        for (int64_t j = first; j <= t; ++j) {
           double acc = 0;
           for (int i = 0; i < dh; ++i) acc += qi(t, i) * kv(k, j, i);
           s[static_cast<size_t>(j)] = acc * d.scale;
@@ -222,9 +224,12 @@ Vec attention_ref(const Vec& q, const Vec& k, const Vec& v, const AttentionDims&
   return out;
 }
 
-TEST(BackwardTest, CausalAttentionGqa) {
+class AttentionWindow : public ::testing::TestWithParam<int> {};
+
+TEST_P(AttentionWindow, CausalAttentionGqa) {
   AttentionDims d{.batch = 2, .seq = 5, .heads = 4, .kv_heads = 2, .head_dim = 3};
   d.scale = 1.0f / std::sqrt(3.0f);
+  d.window = GetParam();
   const size_t nq = static_cast<size_t>(d.batch * d.seq * d.heads * d.head_dim);
   const size_t nkv = static_cast<size_t>(d.batch * d.seq * d.kv_heads * d.head_dim);
   auto q = random_f32(nq, 16), k = random_f32(nkv, 17), v = random_f32(nkv, 18),
@@ -248,6 +253,10 @@ TEST(BackwardTest, CausalAttentionGqa) {
       dv, numeric_grad(v64, [&](const Vec& x) { return dot(attention_ref(q64, k64, x, d), g); }),
       kRtol, kAtol));
 }
+
+// 0: full causal; 1: each token alone (the probabilities are one-hot); 2, 3: sliding windows
+// shorter than the 5 tokens.
+INSTANTIATE_TEST_SUITE_P(Windows, AttentionWindow, ::testing::Values(0, 1, 2, 3));
 
 TEST(BackwardTest, SwiGlu) {
   const int64_t n = 11;

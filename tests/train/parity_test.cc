@@ -3,7 +3,9 @@
 // GELU, Conv1D, tied) models, the per-tensor gradients of step 1, the losses of 20 AdamW steps
 // (with clipping, accumulation and warmup + cosine) and the final weights match. Recompute
 // must give the very same bits; bf16 compute stays within bf16's precision; a model written
-// after training gives the same logits in the inference Decoder.
+// after training gives the same logits in the inference Decoder. Sliding-window models
+// (Mistral window 8 on every layer, Qwen2 window 8 on layer 1; tools/ref/gen_hf_compat.py)
+// give transformers' own loss and gradients over 40-token windows.
 #include <algorithm>
 #include <cmath>
 
@@ -141,6 +143,41 @@ TEST(TrainedModelTest, DecoderGivesTheTrainingLogits) {
     batch.add_sequence(ids, 0, {0}, 16, true, true);
     dec.forward(batch, cache, infer_logits);
     EXPECT_TRUE(test::all_close(infer_logits, train_logits, 1e-4, 1e-5)) << arch;
+  }
+}
+
+TEST(SlidingWindowTraining, LossAndGradientsMatchTransformers) {
+  for (const std::string name : {"mistral_window8", "qwen2_window8"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = test::source_path("tests/data/model/hf_compat/" + name);
+    const model::ModelDir md = model::load_model_dir(dir + "/tf5");
+    ASSERT_GT(md.config.attention_window(md.config.num_layers - 1), 0);
+    const NpyArray tokens = read_npy(dir + "/train_tokens.npy");
+    const int batch = static_cast<int>(tokens.shape[0]),
+              seq = static_cast<int>(tokens.shape[1]) - 1;
+    std::vector<int32_t> in, tg;
+    for (int b = 0; b < batch; ++b)
+      for (int t = 0; t < seq; ++t) {
+        in.push_back(tokens.i32[static_cast<size_t>(b * (seq + 1) + t)]);
+        tg.push_back(tokens.i32[static_cast<size_t>(b * (seq + 1) + t + 1)]);
+      }
+    ThreadPool pool(2);
+    TrainModel tm(md.config, md.weights, pool, {});
+    tm.zero_grads();
+    const double loss = tm.forward_backward(in.data(), tg.data(), batch, seq,
+                                            1.0f / static_cast<float>(batch * seq));
+    const model::SafetensorsSet ref =
+        model::SafetensorsSet::open_file(dir + "/tf5.train.safetensors");
+    EXPECT_NEAR(loss, ref.tensor("loss").to_f32_vector()[0], 1e-5)
+        << "regenerate: tools/ref/gen_hf_compat.py";
+    std::vector<std::pair<std::string, Tensor>> grads;
+    for (auto& [n, t] : model::to_hf_tensors(tm.config(), tm.grads()))
+      grads.emplace_back(n, t.clone());
+    for (const auto& [n, t] : grads) {
+      ASSERT_TRUE(ref.contains(n)) << n;
+      EXPECT_TRUE(test::all_close(t.to_f32_vector(), ref.tensor(n).to_f32_vector(), 1e-4, 1e-6))
+          << n << "; regenerate: tools/ref/gen_hf_compat.py";
+    }
   }
 }
 

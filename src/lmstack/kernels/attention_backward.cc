@@ -3,6 +3,8 @@
 // statistics recomputed per query (FlashAttention-2 backward, Dao 2023, Alg. 2):
 //   P_ij = e^(s_ij - lse_i),  Δ_i = dO_i·O_i,  dV_j += Σ_i P_ij·dO_i,
 //   dS_ij = P_ij·(dO_i·V_j - Δ_i),  dQ_i += scale·Σ_j dS_ij·K_j,  dK_j += scale·Σ_i dS_ij·Q_i.
+// j runs over the keys query i sees (j <= i, and j > i - window under a sliding window): a
+// masked key has P_ij = 0 and so no gradient.
 // Work is split over (sequence, kv head), so the G query heads sharing a kv head (GQA)
 // accumulate into its dK/dV on one thread without atomics.
 // Legend: B sequences, T tokens, H query heads, Hkv kv heads, G = H / Hkv, D head dim.
@@ -44,6 +46,7 @@ struct Dims {
   int64_t tokens;
   int heads, kv_heads, d;
   float scale;
+  int window;  // 0: full causal; else query i sees keys i - window < j <= i
 };
 
 // Gradients of one (sequence b, kv head) pair: all its query heads, all queries.
@@ -59,19 +62,20 @@ void backward_item(const Dims& dm, int64_t b, int kvh, float* dq, float* dk, flo
     for (int64_t i = 0; i < t_n; ++i) {
       const float* qi = q + q_at(i, h);
       const float* doi = dout + q_at(i, h);
+      const int64_t first = attention_window_start(i, dm.window);
       float max_s = -INFINITY;
-      for (int64_t j = 0; j <= i; ++j) {
+      for (int64_t j = first; j <= i; ++j) {
         p[static_cast<size_t>(j)] = dm.scale * dot(qi, k + kv_at(j), d);
         max_s = std::max(max_s, p[static_cast<size_t>(j)]);
       }
       double sum = 0;
-      for (int64_t j = 0; j <= i; ++j) {
+      for (int64_t j = first; j <= i; ++j) {
         p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - max_s);
         sum += p[static_cast<size_t>(j)];
       }
       const auto inv_sum = static_cast<float>(1.0 / sum);
       const float delta = dot(doi, out + q_at(i, h), d);
-      for (int64_t j = 0; j <= i; ++j) {
+      for (int64_t j = first; j <= i; ++j) {
         const float pij = p[static_cast<size_t>(j)] * inv_sum;
         const float ds = pij * (dot(doi, v + kv_at(j), d) - delta) * dm.scale;
         axpy(dv + kv_at(j), pij, doi, d);
@@ -86,7 +90,7 @@ void backward_item(const Dims& dm, int64_t b, int kvh, float* dq, float* dk, flo
 
 void causal_attention(ThreadPool& pool, float* out, const float* q, const float* k, const float* v,
                       int64_t batch, int64_t tokens, int heads, int kv_heads, int head_dim,
-                      float scale) {
+                      float scale, int window) {
   std::vector<int32_t> query_start(static_cast<size_t>(batch + 1)),
       context(static_cast<size_t>(batch), static_cast<int32_t>(tokens)),
       table(static_cast<size_t>(batch));
@@ -100,17 +104,17 @@ void causal_attention(ThreadPool& pool, float* out, const float* q, const float*
                    static_cast<int>(tokens),
                    kv_heads,
                    head_dim};
-  const AttentionBatch ab{static_cast<int>(batch), query_start.data(), context.data(), table.data(),
-                          1};
+  const AttentionBatch ab{
+      static_cast<int>(batch), query_start.data(), context.data(), table.data(), 1, window};
   paged_attention(pool, out, q, kv, ab, heads, scale);
 }
 
 void causal_attention_backward(ThreadPool& pool, float* dq, float* dk, float* dv, const float* dout,
                                const float* q, const float* k, const float* v, const float* out,
                                int64_t batch, int64_t tokens, int heads, int kv_heads, int head_dim,
-                               float scale) {
+                               float scale, int window) {
   LMSTACK_CHECK(kv_heads > 0 && heads % kv_heads == 0, "heads {} kv_heads {}", heads, kv_heads);
-  const Dims dm{tokens, heads, kv_heads, head_dim, scale};
+  const Dims dm{tokens, heads, kv_heads, head_dim, scale, window};
   pool.parallel_for(batch * kv_heads, [&](int64_t begin, int64_t end) {
     std::vector<float> p;
     for (int64_t item = begin; item < end; ++item)

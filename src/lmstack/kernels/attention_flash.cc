@@ -3,7 +3,8 @@
 //  - Work item = (sequence, kv head, tile of queries): all query heads that share the kv head
 //    (GQA) are rows of one tile, so each gathered K/V chunk serves rows = queries × group.
 //    Keys are visited in chunks of kChunk with a running max and sum per row, rescaling the
-//    accumulator (FlashAttention-2, Dao 2023, Alg. 1); causal tiles stop at their last query.
+//    accumulator (FlashAttention-2, Dao 2023, Alg. 1); causal tiles stop at their last query
+//    and, under a sliding window, start at the window of their first query.
 //  - When there are too few items to occupy the threads (decode), each tile's context is cut
 //    into slices that produce partial (max, sum, unnormalized output), merged afterwards
 //    (flash-decoding, Dao et al. 2023): O = Σ_s e^(m_s - M)·O_s / Σ_s e^(m_s - M)·l_s.
@@ -141,8 +142,17 @@ void run_item(const AttentionLeaf& leaf, const Problem& p, const WorkItem& it, S
     if (rows - r0 > kPackRows) pack_chunk(n, d, kp, vp, sc.k_pack, sc.v_pack);
     leaf.scores(sc.s + r0 * kChunk, kChunk, sc.q + r0 * d, rows - r0, kp, n, d);
     for (int r = r0; r < rows; ++r) {
-      const auto n_valid = static_cast<int>(std::min<int64_t>(n, pos0 + r / g - j0 + 1));
-      sc.alpha[r] = leaf.softmax_row(sc.s + r * kChunk, n_valid, n, sc.m + r, sc.l + r);
+      const int64_t pos = pos0 + r / g;
+      const auto end = static_cast<int>(std::min<int64_t>(n, pos - j0 + 1));
+      const auto begin =
+          static_cast<int>(std::clamp<int64_t>(attention_window_start(pos, b.window) - j0, 0, n));
+      float* row = sc.s + r * kChunk;
+      if (begin >= end) {  // the chunk lies wholly before this row's sliding window
+        std::fill(row, row + n, 0.0f);
+        sc.alpha[r] = 1.0f;
+        continue;
+      }
+      sc.alpha[r] = leaf.softmax_row(row, begin, end, n, sc.m + r, sc.l + r);
     }
     leaf.accumulate(sc.o + r0 * d, sc.alpha + r0, sc.s + r0 * kChunk, kChunk, rows - r0, vp, n, d);
   }
@@ -208,8 +218,10 @@ int64_t plan_items(const Problem& p, int num_threads, std::vector<WorkItem>& ite
     const int64_t pos_first = first_position(b, s);
     for (int q0 = 0; q0 < q_len; q0 += tile_queries) {
       const int q1 = std::min(q_len, q0 + tile_queries);
+      // Under a sliding window the tile's first query sees the earliest key any row needs.
+      const auto key_begin = static_cast<int>(attention_window_start(pos_first + q0, b.window));
       for (int h = 0; h < p.kv->kv_heads; ++h)
-        tiles.push_back({s, h, q0, q1, 0, static_cast<int>(pos_first + q1), -1});
+        tiles.push_back({s, h, q0, q1, key_begin, static_cast<int>(pos_first + q1), -1});
     }
   }
   const int64_t max_slices = num_threads > 1 && std::ssize(tiles) < want_items
@@ -217,18 +229,19 @@ int64_t plan_items(const Problem& p, int num_threads, std::vector<WorkItem>& ite
                                  : 1;
   int64_t partial_floats = 0;
   for (const WorkItem& t : tiles) {
+    const int64_t keys = t.key_end - t.key_begin;
     const int64_t slices =
-        std::min<int64_t>(max_slices, (t.key_end + kMinSliceKeys - 1) / kMinSliceKeys);
+        std::min<int64_t>(max_slices, (keys + kMinSliceKeys - 1) / kMinSliceKeys);
     if (slices <= 1) {
       items.push_back(t);
       continue;
     }
     // Slices are whole chunks long, so only the last is ragged.
-    const int64_t per = (t.key_end + slices - 1) / slices;
+    const int64_t per = (keys + slices - 1) / slices;
     const auto len = static_cast<int>((per + kChunk - 1) / kChunk * kChunk);
     const int rows = (t.q1 - t.q0) * p.group;
     SlicedTile st{items.size(), 0};
-    for (int k0 = 0; k0 < t.key_end; k0 += len, ++st.num_slices) {
+    for (int k0 = t.key_begin; k0 < t.key_end; k0 += len, ++st.num_slices) {
       items.push_back(
           {t.seq, t.kv_head, t.q0, t.q1, k0, std::min(t.key_end, k0 + len), partial_floats});
       partial_floats += int64_t{rows} * (2 + p.kv->head_dim);

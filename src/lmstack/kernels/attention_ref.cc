@@ -1,5 +1,6 @@
 // Reference causal attention over a paged KV cache: for each sequence, query and head, gather
-// the keys at positions <= the query's position through the block table, softmax the scaled
+// the keys at positions <= the query's position (and inside batch.window when it is set)
+// through the block table, softmax the scaled
 // scores (in double) and average the values. One thread, no tiling: the truth that the flash
 // prefill and split-context decode variants (attention.cc) are tested against.
 // Legend: T query rows, H query heads, Hkv kv heads, D head dim.
@@ -42,9 +43,10 @@ void paged_attention(ThreadPool&, float* out, const float* q, const PagedKv& kv,
       for (int h = 0; h < heads; ++h) {
         const float* qh = q + ((q_begin + i) * heads + h) * d;
         const int kvh = h / group;
+        const int64_t first = attention_window_start(pos, batch.window);
         scores.assign(static_cast<size_t>(pos + 1), 0.0);
         double max_s = -INFINITY;
-        for (int64_t j = 0; j <= pos; ++j) {
+        for (int64_t j = first; j <= pos; ++j) {
           const float* kj = kv_row(kv.k, kv, blocks, j, kvh);
           double dot = 0;
           for (int e = 0; e < d; ++e) dot += static_cast<double>(qh[e]) * kj[e];
@@ -53,7 +55,7 @@ void paged_attention(ThreadPool&, float* out, const float* q, const PagedKv& kv,
         }
         double sum = 0;
         std::fill(acc.begin(), acc.end(), 0.0);
-        for (int64_t j = 0; j <= pos; ++j) {
+        for (int64_t j = first; j <= pos; ++j) {
           const double p = std::exp(scores[static_cast<size_t>(j)] - max_s);
           sum += p;
           const float* vj = kv_row(kv.v, kv, blocks, j, kvh);

@@ -107,13 +107,22 @@ void kv_write(const PagedKv& kv, const float* k, const float* v, const int32_t* 
 // q_len = query_start[s+1] - query_start[s] tokens of its context, so query i (0-based)
 // sits at position context_len[s] - q_len + i and attends causally to positions <= that.
 // This one description covers prefill, decode, chunked prefill and mixes of them.
+// With window W > 0 (sliding-window attention, Mistral / Qwen2 / per-layer "sliding_attention")
+// the query at position p sees only keys j with p - W < j <= p: W keys including its own, as
+// transformers' sliding_window_overlay (kv_idx > q_idx - W) and llama.cpp's SWA mask define it.
 struct AttentionBatch {
   int num_seqs = 0;
   const int32_t* query_start = nullptr;  // [num_seqs + 1]
   const int32_t* context_len = nullptr;  // [num_seqs]
   const int32_t* block_table = nullptr;  // [num_seqs, max_blocks_per_seq]
   int max_blocks_per_seq = 0;
+  int window = 0;  // 0: full causal attention
 };
+
+// The first key position the query at position `pos` attends to under `window` (0 = none).
+inline int64_t attention_window_start(int64_t pos, int window) {
+  return window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+}
 
 // out[T, H, D] = softmax(q · Kᵀ · scale + causal mask) · V per head, with query head h
 // reading kv head h / (H / Hkv) (GQA; MQA when Hkv = 1). Uses a tiled online-softmax
@@ -154,16 +163,17 @@ void embedding_backward(float* dtable, const float* dout, const int32_t* ids, in
                         int64_t vocab, int64_t width);
 
 // Causal self-attention over dense, unpaged tensors, for training: q, out [B, T, H, D],
-// k, v [B, T, Hkv, D], query t attending to keys <= t of its own sequence. The forward is
-// paged_attention with one block of T tokens per sequence (attention_backward.cc).
+// k, v [B, T, Hkv, D], query t attending to keys <= t of its own sequence (and > t - window
+// when window > 0, as AttentionBatch::window). The forward is paged_attention with one block
+// of T tokens per sequence (attention_backward.cc).
 void causal_attention(ThreadPool& pool, float* out, const float* q, const float* k, const float* v,
                       int64_t batch, int64_t tokens, int heads, int kv_heads, int head_dim,
-                      float scale);
+                      float scale, int window = 0);
 // dq, dk, dv += the gradients of causal_attention given dout and the forward's out
 // (FlashAttention-2 backward, Dao 2023 Alg. 2, with the softmax statistics recomputed).
 void causal_attention_backward(ThreadPool& pool, float* dq, float* dk, float* dv, const float* dout,
                                const float* q, const float* k, const float* v, const float* out,
                                int64_t batch, int64_t tokens, int heads, int kv_heads, int head_dim,
-                               float scale);
+                               float scale, int window = 0);
 
 }  // namespace lmstack::kernels

@@ -4,7 +4,9 @@
 // the tensors listed in model_dir.h's hf_tensor_specs (a test checks they agree).
 #include "lmstack/model/config.h"
 
+#include <algorithm>
 #include <array>
+#include <iterator>
 
 namespace lmstack::model {
 namespace {
@@ -34,15 +36,19 @@ std::vector<int> parse_eos(const Json& j, const std::string& src) {
   throw_error<ConfigError>("{}: field 'eos_token_id' must be an int or a list of ints", src);
 }
 
-RopeScaling parse_rope_scaling(const Json& j, const std::string& src) {
+// One RoPE description: transformers < 5's "rope_scaling" or transformers >= 5's
+// "rope_parameters" (which also carries rope_theta). `field` names it in errors. A type lmstack
+// does not implement (yarn, dynamic, longrope, ...) is refused by name, never defaulted.
+RopeScaling parse_rope_object(const Json& s, const std::string& field, const std::string& src) {
   RopeScaling r;
-  if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return r;
-  const Json& s = j["rope_scaling"];
-  const std::string field_src = src + " rope_scaling";
-  if (!s.is_object()) throw_error<ConfigError>("{}: field 'rope_scaling' must be an object", src);
+  if (!s.is_object()) throw_error<ConfigError>("{}: field '{}' must be an object", src, field);
+  const std::string field_src = src + " " + field;
   r.type = optional<std::string>(s, "rope_type", optional<std::string>(s, "type", "", field_src),
                                  field_src);
-  if (r.type == "default") return r;
+  if (r.type.empty() || r.type == "default") {
+    r.type = "default";
+    return r;
+  }
   if (r.type == "linear") {
     r.factor = require<float>(s, "factor", field_src);
   } else if (r.type == "llama3") {
@@ -55,11 +61,33 @@ RopeScaling parse_rope_scaling(const Json& j, const std::string& src) {
                                r.high_freq_factor, r.low_freq_factor);
   } else {
     throw_error<ConfigError>(
-        "{}: rope type '{}' is not supported (supported: default, linear, llama3)", field_src,
-        r.type);
+        "{}: field '{}.rope_type' is '{}', which lmstack does not implement (supported: default, "
+        "linear, llama3)",
+        src, field, r.type);
   }
   if (r.factor <= 0) throw_error<ConfigError>("{}: factor must be positive", field_src);
   return r;
+}
+
+// rope_theta and the scaling, from either layout: transformers >= 5 writes only
+// "rope_parameters" {rope_theta, rope_type, factor, ...}; older versions a top-level
+// "rope_theta" and "rope_scaling". rope_parameters wins where both are present, as in
+// transformers 5 (it converts the legacy fields only when rope_parameters is absent).
+void parse_rope(const Json& j, const std::string& src, ModelConfig& c) {
+  c.rope_theta = optional<float>(j, "rope_theta", 10000.0f, src);
+  if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) {
+    const Json& p = j["rope_parameters"];
+    if (p.is_object() && (p.contains("full_attention") || p.contains("sliding_attention")))
+      throw_error<ConfigError>(
+          "{}: field 'rope_parameters' holds one set per layer type (Gemma-style), which lmstack "
+          "does not implement for {}",
+          src, c.architecture);
+    c.rope_scaling = parse_rope_object(p, "rope_parameters", src);
+    c.rope_theta = optional<float>(p, "rope_theta", c.rope_theta, src + " rope_parameters");
+    return;
+  }
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
+    c.rope_scaling = parse_rope_object(j["rope_scaling"], "rope_scaling", src);
 }
 
 Json rope_scaling_json(const RopeScaling& r) {
@@ -104,8 +132,7 @@ void parse_llama_common(const Json& j, const std::string& src, ModelConfig& c) {
   c.num_kv_heads = optional<int>(j, "num_key_value_heads", c.num_heads, src);
   c.max_position = optional<int>(j, "max_position_embeddings", 2048, src);
   c.norm_eps = optional<float>(j, "rms_norm_eps", 1e-6f, src);
-  c.rope_theta = optional<float>(j, "rope_theta", 10000.0f, src);
-  c.rope_scaling = parse_rope_scaling(j, src);
+  parse_rope(j, src, c);
   c.tie_word_embeddings = optional<bool>(j, "tie_word_embeddings", false, src);
   c.norm = NormKind::kRmsNorm;
   c.mlp = MlpKind::kSwiGlu;
@@ -117,12 +144,66 @@ void parse_llama_common(const Json& j, const std::string& src, ModelConfig& c) {
   const bool attention_bias = optional<bool>(j, "attention_bias", false, src);
   c.qkv_bias = attention_bias;
   c.o_bias = attention_bias;
-  c.sliding_window = optional<int>(j, "sliding_window", 0, src);
 }
 
 void parse_llama(const Json& j, const std::string& src, ModelConfig& c) {
   parse_llama_common(j, src, c);
   c.head_dim = optional<int>(j, "head_dim", 0, src);
+  // LlamaAttention has no sliding window: transformers ignores the field, and so do we.
+}
+
+// layer_types: one "full_attention" or "sliding_attention" per layer (transformers >= 4.54,
+// Gemma-style configs). A sliding layer without a window is refused, as transformers cannot
+// build its mask either.
+void parse_layer_types(const Json& j, const std::string& src, ModelConfig& c) {
+  const Json& t = j["layer_types"];
+  if (!t.is_array() || static_cast<int>(t.size()) != c.num_layers)
+    throw_error<ConfigError>("{}: field 'layer_types' must list one type per layer ({} layers)",
+                             src, c.num_layers);
+  for (size_t l = 0; l < t.size(); ++l) {
+    const std::string type = t[l].is_string() ? t[l].get<std::string>() : "";
+    if (type == "sliding_attention") {
+      if (c.sliding_window <= 0)
+        throw_error<ConfigError>(
+            "{}: field 'layer_types' makes layer {} sliding_attention but no sliding_window is "
+            "set (use_sliding_window false or sliding_window null)",
+            src, l);
+      c.layer_window[l] = c.sliding_window;
+    } else if (type != "full_attention") {
+      throw_error<ConfigError>(
+          "{}: field 'layer_types'[{}] is '{}' (supported: full_attention, sliding_attention)", src,
+          l, t[l].dump());
+    }
+  }
+}
+
+// "sliding_window" as transformers reads it: absent means the config class's default (4096
+// for MistralConfig, Qwen2Config and Qwen3Config), null means none.
+int window_field(const Json& j, const std::string& src) {
+  if (!j.contains("sliding_window")) return 4096;
+  return optional<int>(j, "sliding_window", 0, src);
+}
+
+void parse_mistral(const Json& j, const std::string& src, ModelConfig& c) {
+  parse_llama(j, src, c);
+  // MistralModel windows every layer; it ignores layer_types (transformers warns and suggests
+  // Ministral), so lmstack does too.
+  c.sliding_window = window_field(j, src);
+}
+
+// Qwen2/Qwen3: the window applies only with use_sliding_window, and then to the layers that
+// layer_types calls "sliding_attention"; without layer_types, to layers >= max_window_layers
+// (Qwen2Config.__post_init__ in transformers 4.57 and 5.x).
+void parse_qwen_windows(const Json& j, const std::string& src, ModelConfig& c) {
+  c.sliding_window = optional<bool>(j, "use_sliding_window", false, src) ? window_field(j, src) : 0;
+  const int max_window_layers = optional<int>(j, "max_window_layers", 28, src);
+  c.layer_window.assign(static_cast<size_t>(std::max(c.num_layers, 0)), 0);
+  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
+    parse_layer_types(j, src, c);
+    return;
+  }
+  for (int l = max_window_layers; l < c.num_layers; ++l)
+    c.layer_window[static_cast<size_t>(l)] = c.sliding_window;
 }
 
 void parse_qwen2(const Json& j, const std::string& src, ModelConfig& c) {
@@ -130,15 +211,14 @@ void parse_qwen2(const Json& j, const std::string& src, ModelConfig& c) {
   c.qkv_bias = true;  // Qwen2Attention: q/k/v_proj have bias=True, o_proj bias=False
   c.o_bias = false;
   c.head_dim = optional<int>(j, "head_dim", 0, src);  // read by transformers >= 4.48
-  // Qwen2 keeps sliding_window in config.json but applies it only with use_sliding_window.
-  if (!optional<bool>(j, "use_sliding_window", false, src)) c.sliding_window = 0;
+  parse_qwen_windows(j, src, c);
 }
 
 void parse_qwen3(const Json& j, const std::string& src, ModelConfig& c) {
   parse_llama_common(j, src, c);
   c.qk_norm = true;
   c.head_dim = optional<int>(j, "head_dim", 128, src);  // Qwen3Config's default
-  if (!optional<bool>(j, "use_sliding_window", false, src)) c.sliding_window = 0;
+  parse_qwen_windows(j, src, c);
 }
 
 void parse_gpt2(const Json& j, const std::string& src, ModelConfig& c) {
@@ -179,13 +259,24 @@ void write_llama_common(const ModelConfig& c, Json& j) {
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["attention_bias"] = c.qkv_bias && c.o_bias;
   j["mlp_bias"] = false;
+}
+
+void write_mistral(const ModelConfig& c, Json& j) {
+  write_llama_common(c, j);
   j["sliding_window"] = c.sliding_window > 0 ? Json(c.sliding_window) : Json(nullptr);
 }
 
 void write_qwen(const ModelConfig& c, Json& j) {
-  write_llama_common(c, j);
+  write_mistral(c, j);
   j["attention_bias"] = c.arch == Arch::kQwen2;
   j["use_sliding_window"] = c.sliding_window > 0;
+  Json types = Json::array();
+  int max_window_layers = c.num_layers;
+  for (int l = c.num_layers - 1; l >= 0 && c.attention_window(l) > 0; --l) max_window_layers = l;
+  for (int l = 0; l < c.num_layers; ++l)
+    types.push_back(c.attention_window(l) > 0 ? "sliding_attention" : "full_attention");
+  j["max_window_layers"] = max_window_layers;
+  j["layer_types"] = types;
 }
 
 void write_gpt2(const ModelConfig& c, Json& j) {
@@ -203,7 +294,7 @@ void write_gpt2(const ModelConfig& c, Json& j) {
 
 constexpr std::array<ArchEntry, 5> kArchs = {{
     {"LlamaForCausalLM", "llama", Arch::kLlama, parse_llama, write_llama_common},
-    {"MistralForCausalLM", "mistral", Arch::kMistral, parse_llama, write_llama_common},
+    {"MistralForCausalLM", "mistral", Arch::kMistral, parse_mistral, write_mistral},
     {"Qwen2ForCausalLM", "qwen2", Arch::kQwen2, parse_qwen2, write_qwen},
     {"Qwen3ForCausalLM", "qwen3", Arch::kQwen3, parse_qwen3, write_qwen},
     {"GPT2LMHeadModel", "gpt2", Arch::kGpt2, parse_gpt2, write_gpt2},
@@ -252,6 +343,9 @@ void validate(const ModelConfig& c, const std::string& src) {
     throw_error<ConfigError>("{}: rope_theta must be positive", src);
   if (!(c.norm_eps > 0)) throw_error<ConfigError>("{}: the norm epsilon must be positive", src);
   if (c.sliding_window < 0) throw_error<ConfigError>("{}: sliding_window must be >= 0", src);
+  if (!c.layer_window.empty() && std::ssize(c.layer_window) != c.num_layers)
+    throw_error<ConfigError>("{}: {} per-layer windows for {} layers", src, c.layer_window.size(),
+                             c.num_layers);
   if (!c.learned_positions && c.head_dim % 2 != 0)
     throw_error<ConfigError>("{}: head_dim {} must be even for RoPE", src, c.head_dim);
 }

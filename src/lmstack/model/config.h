@@ -15,8 +15,9 @@ enum class Arch : uint8_t { kLlama, kMistral, kQwen2, kQwen3, kGpt2 };
 enum class NormKind : uint8_t { kRmsNorm, kLayerNorm };
 enum class MlpKind : uint8_t { kSwiGlu, kGeluTanh };  // gate/up/down vs fc/proj
 
-// rope_scaling from config.json. "default" = no scaling; "llama3" = Llama 3.1's frequency-
-// dependent scaling; "linear" = positions divided by factor.
+// rope_scaling (transformers < 5) or rope_parameters (>= 5) from config.json. "default" = no
+// scaling; "llama3" = Llama 3.1's frequency- dependent scaling; "linear" = positions divided by
+// factor.
 struct RopeScaling {
   std::string type = "default";
   float factor = 1.0f;
@@ -47,8 +48,13 @@ struct ModelConfig {
   bool mlp_bias = false;           // GPT-2: biases in the MLP
   bool qk_norm = false;            // Qwen3: RMSNorm on q and k per head
   bool learned_positions = false;  // GPT-2: wpe instead of RoPE
-  int sliding_window = 0;          // Mistral v0.1: attend to the last N positions (0 = all)
-  DType dtype = DType::kF32;       // torch_dtype of the stored weights
+  // Sliding-window attention (kernels::AttentionBatch::window): a query sees the last
+  // sliding_window positions, itself included. layer_window[l] is layer l's window (0 = full
+  // attention; from Qwen2's max_window_layers or layer_types); empty = every layer uses
+  // sliding_window (Mistral).
+  int sliding_window = 0;
+  std::vector<int> layer_window;
+  DType dtype = DType::kF32;  // torch_dtype of the stored weights
   int bos_token_id = -1;
   std::vector<int> eos_token_ids;
 
@@ -58,6 +64,17 @@ struct ModelConfig {
   static ModelConfig from_json(const Json& j, const std::string& source);
   // Writes config.json in HF form (round-trips through from_json).
   Json to_json() const;
+
+  // The window of layer l (0 = full causal attention).
+  int attention_window(int l) const {
+    return layer_window.empty() ? sliding_window : layer_window[static_cast<size_t>(l)];
+  }
+  // True when every layer is windowed, so KV older than the window is dead for all of them.
+  bool every_layer_windowed() const {
+    for (int l = 0; l < num_layers; ++l)
+      if (attention_window(l) == 0) return false;
+    return num_layers > 0;
+  }
 
   int q_dim() const { return num_heads * head_dim; }
   int kv_dim() const { return num_kv_heads * head_dim; }

@@ -143,6 +143,7 @@ void Decoder::attention_block(int l, const ForwardBatch& batch, KvCache& cache, 
   ab.context_len = batch.context_len.data();
   ab.block_table = batch.block_table.data();
   ab.max_blocks_per_seq = batch.max_blocks_per_seq;
+  ab.window = c.attention_window(l);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   kernels::paged_attention(pool_, attn, q, kv, ab, c.num_heads, scale);
   observe(l, LinearInput::kO, attn, t, c.q_dim());

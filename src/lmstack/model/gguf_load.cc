@@ -4,7 +4,9 @@
 // Tensor names follow llama.cpp's llm_arch tensor tables (llama-arch.cpp).
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <set>
 
 #include "lmstack/model/gguf_model.h"
@@ -81,6 +83,23 @@ void gpt2_fields(const GgufFile& f, const std::string& a, Json& j) {
   j["layer_norm_epsilon"] = f.get_float(a + ".attention.layer_norm_epsilon");
 }
 
+// The window keys gguf_write.cc writes: the window, and an optional per-layer bool pattern.
+void read_sliding_window(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  const int64_t window = f.get_int(a + ".attention.sliding_window", 0);
+  if (window < 0 || window > INT32_MAX)
+    throw_error<FormatError>("{}: {}.attention.sliding_window {} is out of range", f.path(), a,
+                             window);
+  c.sliding_window = static_cast<int>(window);
+  c.layer_window.clear();
+  const std::string key = a + ".attention.sliding_window_pattern";
+  if (!f.has(key)) return;
+  const std::vector<int64_t>& pattern = f.get_ints(key);
+  if (std::ssize(pattern) != c.num_layers)
+    throw_error<FormatError>("{}: {} has {} entries for {} layers", f.path(), key, pattern.size(),
+                             c.num_layers);
+  for (int64_t on : pattern) c.layer_window.push_back(on != 0 ? c.sliding_window : 0);
+}
+
 int64_t vocab_rows(const GgufFile& f) {
   const GgufTensorInfo& e = f.tensor_info("token_embd.weight");
   if (e.ne.size() != 2)
@@ -106,6 +125,7 @@ ModelConfig gguf_model_config(const GgufFile& f) {
   if (f.has("tokenizer.ggml.eos_token_id"))
     j["eos_token_id"] = f.get_int("tokenizer.ggml.eos_token_id");
   ModelConfig c = ModelConfig::from_json(j, f.path());
+  read_sliding_window(f, a, c);
   if (c.arch == Arch::kLlama) {  // llama.cpp's llama takes optional biases
     c.qkv_bias = f.has_tensor("blk.0.attn_q.bias");
     c.o_bias = f.has_tensor("blk.0.attn_output.bias");

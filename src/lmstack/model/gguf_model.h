@@ -46,7 +46,8 @@ struct GgufWriteOptions {
 // Quantized matrix types need whole blocks per row: a matrix whose row length is not a
 // multiple of the block falls back to Q8_0, then F16 (logged). Throws ConfigError for what
 // GGUF or llama.cpp cannot express (a tokenizer.json whose pre-tokenizer has no llama.cpp
-// name, sliding-window attention).
+// name). A sliding window is written as <arch>.attention.sliding_window (plus
+// .sliding_window_pattern, one bool per layer, when only some layers are windowed).
 void write_gguf_model(const std::string& path, const ModelConfig& config,
                       const ModelWeights& weights, const std::string& tokenizer_source,
                       const GgufWriteOptions& options);

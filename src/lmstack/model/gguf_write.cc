@@ -52,6 +52,21 @@ uint32_t file_type(DType t) {
   }
 }
 
+// llama.cpp's keys: <arch>.attention.sliding_window (the window W), and, when only some layers
+// are windowed (Qwen2 max_window_layers, layer_types), <arch>.attention.sliding_window_pattern
+// as one bool per layer (llama.cpp's swa_layers array form). llama.cpp's llama and qwen2
+// graphs may ignore them; lmstack's loader reads both back.
+void write_sliding_window(GgufWriter& w, const std::string& a, const ModelConfig& c) {
+  if (c.sliding_window <= 0) return;
+  w.set(a + ".attention.sliding_window", GgufValue::u32(static_cast<uint32_t>(c.sliding_window)));
+  if (c.every_layer_windowed()) return;
+  GgufValue pattern = GgufValue::i32_array({});
+  pattern.array_type = GgufValueType::kBool;
+  for (int l = 0; l < c.num_layers; ++l) pattern.integers.push_back(c.attention_window(l) > 0);
+  pattern.array_size = pattern.integers.size();
+  w.set(a + ".attention.sliding_window_pattern", pattern);
+}
+
 void write_config_keys(GgufWriter& w, const ModelConfig& c, const GgufWriteOptions& o) {
   const std::string a = gguf_arch_name(c.arch);
   w.set("general.architecture", GgufValue::string(a));
@@ -81,9 +96,7 @@ void write_config_keys(GgufWriter& w, const ModelConfig& c, const GgufWriteOptio
     w.set(a + ".rope.scaling.type", GgufValue::string("linear"));
     w.set(a + ".rope.scaling.factor", GgufValue::f32(c.rope_scaling.factor));
   }
-  if (c.sliding_window > 0)
-    log_warn("convert: sliding_window {} is not stored (llama.cpp's llama ignores it)",
-             c.sliding_window);
+  write_sliding_window(w, a, c);
 }
 
 // Converts matrices to the requested type (any float or quantized source, through f32 rows).

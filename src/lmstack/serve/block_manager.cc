@@ -33,7 +33,8 @@ void BlockManager::release(int32_t block) {
 }
 
 void BlockManager::release_all(std::vector<int32_t>& blocks) {
-  for (int32_t b : blocks) release(b);
+  for (int32_t b : blocks)
+    if (b != kReleasedBlock) release(b);
   blocks.clear();
 }
 

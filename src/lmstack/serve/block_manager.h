@@ -14,6 +14,10 @@
 
 namespace lmstack::serve {
 
+// A block-table entry whose block was released because it lies wholly before a sliding
+// window (Scheduler, SchedulerOptions::kv_window): attention never reads it again.
+inline constexpr int32_t kReleasedBlock = -1;
+
 class BlockManager {
  public:
   BlockManager(int64_t num_blocks, int block_size);
@@ -34,7 +38,7 @@ class BlockManager {
   void add_ref(int32_t block);
   // One holder fewer; the block is free again when none is left.
   void release(int32_t block);
-  // Releases every block of `blocks` and clears it.
+  // Releases every block of `blocks` (skipping kReleasedBlock entries) and clears it.
   void release_all(std::vector<int32_t>& blocks);
   int ref_count(int32_t block) const;
   // A block held by more than one owner must be copied before one of them writes to it.

@@ -34,6 +34,20 @@ struct Engine::ActiveRequest {
   int completion_tokens = 0;
 };
 
+namespace {
+
+// The scheduler may drop KV outside the window only when no layer reads it: every layer
+// windowed (one full-attention layer, as in Qwen2 with max_window_layers > 0, keeps it all).
+SchedulerOptions scheduler_options(SchedulerOptions o, const model::ModelConfig& config) {
+  o.kv_window = 0;
+  if (config.every_layer_windowed())
+    for (int l = 0; l < config.num_layers; ++l)
+      o.kv_window = std::max(o.kv_window, config.attention_window(l));
+  return o;
+}
+
+}  // namespace
+
 Engine::Engine(const model::ModelConfig& config, const model::ModelWeights& weights,
                ThreadPool& pool, EngineOptions options)
     : config_(config),
@@ -43,7 +57,7 @@ Engine::Engine(const model::ModelConfig& config, const model::ModelWeights& weig
       kv_(config, options_.num_blocks, options_.block_size),
       blocks_(options_.num_blocks, options_.block_size),
       cache_(options_.prefix_cache ? std::make_unique<PrefixCache>(blocks_) : nullptr),
-      scheduler_(options_.scheduler, blocks_, cache_.get()),
+      scheduler_(scheduler_options(options_.scheduler, config), blocks_, cache_.get()),
       start_time_(now_seconds()) {
   LMSTACK_CHECK(max_context_ > 0, "the engine needs a context length");
 }
@@ -168,7 +182,8 @@ void Engine::fork_choices(ActiveRequest& req, Sequence& parent) {
     child->num_cached_prompt = parent.num_cached_prompt;
     child->prompt_in_cache = true;
     child->blocks = parent.blocks;
-    for (int32_t b : child->blocks) blocks_.add_ref(b);
+    for (int32_t b : child->blocks)
+      if (b != kReleasedBlock) blocks_.add_ref(b);
     if (options_.make_detokenizer) child->detokenize = options_.make_detokenizer();
     scheduler_.add_running(child.get(), &parent);
     req.seqs.push_back(std::move(child));

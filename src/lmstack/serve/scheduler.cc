@@ -3,6 +3,7 @@
 #include "lmstack/serve/scheduler.h"
 
 #include <algorithm>
+#include <span>
 
 #include "lmstack/core/error.h"
 
@@ -28,8 +29,29 @@ void Scheduler::add_running(Sequence* seq, Sequence* after) {
 void Scheduler::cache_full_blocks(Sequence& seq, int num_tokens) {
   const size_t full = static_cast<size_t>(num_tokens / blocks_.block_size());
   if (cache_ == nullptr || full == 0) return;
+  // A chain with a released block cannot enter the radix tree: that block's KV is gone.
+  const auto chain = std::span<const int32_t>(seq.blocks).first(full);
+  if (std::find(chain.begin(), chain.end(), kReleasedBlock) != chain.end()) return;
   cache_->insert(std::span<const int32_t>(seq.tokens).first(full * blocks_.block_size()),
                  std::span<const int32_t>(seq.blocks).first(full));
+}
+
+// Sliding window W on every layer: the next query sits at position num_computed and reads
+// keys > num_computed - W, so block b is dead once (b + 1)·bs <= num_computed - W + 1. Only
+// blocks this sequence holds alone are released: one shared with the prefix cache or a sibling
+// choice (copy-on-write) may still be read by another holder, and the radix tree needs its
+// whole chain. With the prefix cache on, nothing goes before the prompt was offered to it.
+void Scheduler::release_outside_window(Sequence& seq) {
+  if (options_.kv_window <= 0 || (cache_ != nullptr && !seq.prompt_in_cache)) return;
+  const int64_t first_needed = int64_t{seq.num_computed} - options_.kv_window + 1;
+  const auto dead =
+      std::min(static_cast<size_t>(std::max<int64_t>(first_needed, 0) / blocks_.block_size()),
+               seq.blocks.size());
+  for (size_t b = 0; b < dead; ++b) {
+    if (seq.blocks[b] == kReleasedBlock || blocks_.is_shared(seq.blocks[b])) continue;
+    blocks_.release(seq.blocks[b]);
+    seq.blocks[b] = kReleasedBlock;
+  }
 }
 
 void Scheduler::finish(Sequence* seq, bool cache_blocks) {
@@ -146,6 +168,7 @@ void Scheduler::commit(const StepPlan& plan) {
       cache_full_blocks(*s.seq, s.seq->num_prompt_tokens);
       s.seq->prompt_in_cache = true;
     }
+    release_outside_window(*s.seq);
   }
 }
 
@@ -155,6 +178,7 @@ KvOccupancy Scheduler::running_kv_occupancy() const {
   std::vector<int32_t> seen;
   for (const Sequence* s : running_) {
     for (size_t i = 0; i < s->blocks.size(); ++i) {
+      if (s->blocks[i] == kReleasedBlock) continue;
       const int64_t in_block = static_cast<int64_t>(s->num_computed) - static_cast<int64_t>(i) * bs;
       const int32_t fill = static_cast<int32_t>(std::clamp<int64_t>(in_block, 0, bs));
       int32_t& slot = block_fill_[static_cast<size_t>(s->blocks[i])];

@@ -8,7 +8,8 @@
 //
 // Thread safety: none; only the engine loop thread touches it.
 // Invariants: a sequence is in exactly one of waiting() / running() or in neither (finished);
-// running sequences hold blocks for all their computed tokens.
+// running sequences hold blocks for all their computed tokens (but those released outside a
+// sliding window, SchedulerOptions::kv_window).
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,11 @@ namespace lmstack::serve {
 struct SchedulerOptions {
   int max_batch_tokens = 512;  // tokens per forward step (the budget)
   int max_num_seqs = 256;      // running sequences at most
+  // > 0 when every layer of the model attends to at most the last kv_window positions
+  // (sliding-window attention): after each step a running sequence releases the blocks wholly
+  // before its next token's window that it holds alone (never one shared with the prefix cache
+  // or a sibling choice), leaving kReleasedBlock in its table. 0: keep every block.
+  int kv_window = 0;
 };
 
 struct ScheduledSeq {
@@ -89,6 +95,7 @@ class Scheduler {
   void schedule_waiting(StepPlan& plan, int& budget);
   void admit_prefix(Sequence& seq);
   void cache_full_blocks(Sequence& seq, int num_tokens);
+  void release_outside_window(Sequence& seq);
 
   SchedulerOptions options_;
   BlockManager& blocks_;

@@ -94,9 +94,6 @@ int param_group(const std::string& name, int num_layers) {
 TrainModel::TrainModel(const model::ModelConfig& config, const model::ModelWeights& init,
                        ThreadPool& pool, TrainModelOptions options)
     : config_(config), pool_(pool), options_(options) {
-  if (config.sliding_window > 0)
-    throw_error<ConfigError>("training with a sliding window ({}) is not supported",
-                             config.sliding_window);
   const bool tied = config.tie_word_embeddings;
   model::ModelWeights src = init;  // handles only
   master_ = init;

@@ -1,5 +1,5 @@
 // TrainModel: the training forward (saving activations) and the hand-written backward of a
-// whole decoder (llama family and GPT-2, every flag of model/config.h except sliding windows)
+// whole decoder (llama family and GPT-2, every flag of model/config.h, sliding windows included)
 // over a dense batch of B sequences × T tokens, with fp32 master weights and gradients. It is
 // the training twin of model/decoder.cc (same math, same kernels where they fit; attention
 // here is plain causal attention over the batch, not paged), and a checkpoint it writes loads

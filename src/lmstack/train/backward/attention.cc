@@ -1,6 +1,7 @@
 // Causal self-attention over a dense batch, forward (saving the softmax) and backward. Legend:
 // B sequences, T tokens, H query heads, Hkv kv heads, D head dim; query head h reads kv head
-// h / (H / Hkv). Per (b, h): S = scale·Q·Kᵀ with S_tj = -inf for j > t, P = softmax_rows(S),
+// h / (H / Hkv). Per (b, h): S = scale·Q·Kᵀ with S_tj = -inf for j > t (and for j <= t - W
+// under a sliding window W, whose masked P_tj = 0 carry no gradient), P = softmax_rows(S),
 // O = P·V. Backward (Vaswani et al. 2017; the FlashAttention paper's appendix B.2 form):
 //   term 1  dV = Pᵀ·dO                      (summed over the heads sharing a kv head)
 //   term 2  dP = dO·Vᵀ,  dS = P ⊙ (dP - rowsum(dP ⊙ P))     (softmax Jacobian)
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "lmstack/kernels/ops.h"
 #include "lmstack/train/backward/backward.h"
 
 namespace lmstack::train {
@@ -34,8 +36,10 @@ void attention_head_forward(float* out, float* probs, const float* q, const floa
   for (int64_t t = 0; t < d.seq; ++t) {
     const float* qt = q + (base + t) * s.q_row + h * dh;
     float* p = probs + t * d.seq;
+    const int64_t first = kernels::attention_window_start(t, d.window);
+    for (int64_t j = 0; j < first; ++j) p[j] = 0;
     float mx = -INFINITY;
-    for (int64_t j = 0; j <= t; ++j) {
+    for (int64_t j = first; j <= t; ++j) {
       const float* kj = k + (base + j) * s.kv_row + kvh * dh;
       float dot = 0;
       for (int i = 0; i < dh; ++i) dot += qt[i] * kj[i];
@@ -43,16 +47,16 @@ void attention_head_forward(float* out, float* probs, const float* q, const floa
       mx = p[j] > mx ? p[j] : mx;
     }
     double sum = 0;
-    for (int64_t j = 0; j <= t; ++j) {
+    for (int64_t j = first; j <= t; ++j) {
       p[j] = std::exp(p[j] - mx);
       sum += p[j];
     }
     const float inv = static_cast<float>(1.0 / sum);
-    for (int64_t j = 0; j <= t; ++j) p[j] *= inv;
+    for (int64_t j = first; j <= t; ++j) p[j] *= inv;
     for (int64_t j = t + 1; j < d.seq; ++j) p[j] = 0;
     float* ot = out + (base + t) * s.q_row + h * dh;
     std::memset(ot, 0, sizeof(float) * static_cast<size_t>(dh));
-    for (int64_t j = 0; j <= t; ++j) {
+    for (int64_t j = first; j <= t; ++j) {
       const float* vj = v + (base + j) * s.kv_row + kvh * dh;
       for (int i = 0; i < dh; ++i) ot[i] += p[j] * vj[i];
     }
@@ -72,8 +76,9 @@ void attention_head_backward(float* dq, float* dk, float* dv, const float* dout,
     const float* dot_ = dout + (base + t) * s.q_row + h * dh;
     const float* qt = q + (base + t) * s.q_row + h * dh;
     float* dqt = dq + (base + t) * s.q_row + h * dh;
+    const int64_t first = kernels::attention_window_start(t, d.window);
     double row = 0;
-    for (int64_t j = 0; j <= t; ++j) {
+    for (int64_t j = first; j <= t; ++j) {
       const float* vj = v + (base + j) * s.kv_row + kvh * dh;
       float* dvj = dv + (base + j) * s.kv_row + kvh * dh;
       float acc = 0;
@@ -85,7 +90,7 @@ void attention_head_backward(float* dq, float* dk, float* dv, const float* dout,
       row += static_cast<double>(acc) * p[j];
     }
     const float rowf = static_cast<float>(row);
-    for (int64_t j = 0; j <= t; ++j) {
+    for (int64_t j = first; j <= t; ++j) {
       const float ds = p[j] * (dp[static_cast<size_t>(j)] - rowf) * d.scale;
       const float* kj = k + (base + j) * s.kv_row + kvh * dh;
       float* dkj = dk + (base + j) * s.kv_row + kvh * dh;

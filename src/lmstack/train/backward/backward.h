@@ -55,6 +55,7 @@ struct AttentionDims {
   int64_t batch = 0, seq = 0;
   int heads = 0, kv_heads = 0, head_dim = 0;
   float scale = 1.0f;
+  int window = 0;  // > 0: sliding window, query t sees keys t - window < j <= t (ops.h)
 };
 void attention_forward(ThreadPool& pool, float* out, float* probs, const float* q, const float* k,
                        const float* v, const AttentionDims& d);
