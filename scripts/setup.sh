@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libfmt-dev libcli11-dev libcpp-httplib-dev libpcre2-dev
+  nlohmann-json3-dev libfmt-dev libcli11-dev libcpp-httplib-dev libpcre2-dev libutf8proc-dev
   clang-format chromium
 )
 missing=()

@@ -4,13 +4,60 @@
 
 #include <pcre2.h>
 
+#include <optional>
+
 #include "lmstack/core/error.h"
 
 namespace lmstack::tokenizer {
 
 namespace {
-// Unicode White_Space = \p{Z} + U+0009..U+000D + U+0085 (Rust `regex` \s).
+// Unicode White_Space = \p{Z} + U+0009..U+000D + U+0085 (Oniguruma and Rust `regex` \s).
 constexpr std::string_view kSpaceMembers = R"(\t-\r\x{85}\p{Z})";
+// Oniguruma's \w under UTF-8: Alphabetic, M, Nd and Pc (not Join_Control, unlike UTS #18)
+// plus the Latin-1 word characters of its ISO-8859-1 ctype table (U+00B2 U+00B3 U+00B9
+// U+00BC-U+00BE). regex_splitter_test.cc checks it code point by code point against the set
+// `tokenizers` matches (tests/data/tokenizer/onig_classes.txt).
+constexpr std::string_view kWordMembers =
+    R"(\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{B2}\x{B3}\x{B9}\x{BC}-\x{BE})";
+
+std::string word_class(bool negated) {
+  return (negated ? "[^" : "[") + std::string(kWordMembers) + "]";
+}
+
+// \b and \B over Oniguruma's word class, as lookarounds (PCRE2's own use L|N|_).
+std::string word_boundary(bool negated) {
+  const std::string w = word_class(false);
+  if (negated) return "(?:(?<=" + w + ")(?=" + w + ")|(?<!" + w + ")(?!" + w + "))";
+  return "(?:(?<=" + w + ")(?!" + w + ")|(?<!" + w + ")(?=" + w + "))";
+}
+
+// The translation of escape `\e`, or "" when PCRE2 reads it as Oniguruma does.
+std::string translate_escape(char e, bool in_class, std::string_view pattern) {
+  if (in_class && (e == 'W' || e == 'B' || e == 'H'))
+    throw_error<ConfigError>(
+        "pre-tokenizer regex '{}': \\{} inside a character class is not supported", pattern, e);
+  switch (e) {
+    case 's':
+      return in_class ? std::string(kSpaceMembers) : "[" + std::string(kSpaceMembers) + "]";
+    case 'S':  // inside a class PCRE2's \S stands (it differs from White_Space only at U+0085)
+      return in_class ? "" : "[^" + std::string(kSpaceMembers) + "]";
+    case 'w':
+      return in_class ? std::string(kWordMembers) : word_class(false);
+    case 'W':
+      return word_class(true);
+    case 'b':
+      return in_class ? "" : word_boundary(false);  // [\b] is a backspace in both
+    case 'B':
+      return word_boundary(true);
+    case 'h':
+      return in_class ? "0-9a-fA-F" : "[0-9a-fA-F]";
+    case 'H':
+      return "[^0-9a-fA-F]";
+    default:
+      return "";
+  }
+}
+
 }  // namespace
 
 std::string translate_regex_for_pcre2(std::string_view p) {
@@ -19,15 +66,13 @@ std::string translate_regex_for_pcre2(std::string_view p) {
   for (size_t i = 0; i < p.size(); ++i) {
     const char c = p[i];
     if (c == '\\' && i + 1 < p.size()) {
-      const char e = p[i + 1];
-      ++i;
-      if (e == 's') {
-        out += in_class ? std::string(kSpaceMembers) : "[" + std::string(kSpaceMembers) + "]";
-      } else if (e == 'S' && !in_class) {
-        out += "[^" + std::string(kSpaceMembers) + "]";
-      } else {
+      const char e = p[++i];
+      const std::string t = translate_escape(e, in_class, p);
+      if (t.empty()) {
         out += c;
         out += e;
+      } else {
+        out += t;
       }
       continue;
     }
@@ -87,8 +132,11 @@ void RegexSplitter::find_all(std::string_view text,
   };
   thread_local MatchData data;
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  // Oniguruma's FindMatches: search from `pos`; an empty match that ends where the previous
+  // match ended is dropped and the search steps one character on.
   size_t pos = 0;
-  while (pos < text.size()) {
+  std::optional<size_t> last_end;
+  while (pos <= text.size()) {
     const int rc = pcre2_match(impl_->code, subject, text.size(), pos, 0, data.md, data.ctx);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
@@ -98,13 +146,14 @@ void RegexSplitter::find_all(std::string_view text,
                                 reinterpret_cast<const char*>(msg));
     }
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(data.md);
-    if (ov[1] > ov[0]) {
-      out.emplace_back(static_cast<uint32_t>(ov[0]), static_cast<uint32_t>(ov[1]));
-      pos = ov[1];
-    } else {  // empty match: step over one character (a UTF-8 lead byte and its continuations)
-      pos = ov[0] + 1;
+    if (ov[1] == ov[0] && last_end == ov[1]) {
+      ++pos;  // one character on: a UTF-8 lead byte and its continuations
       while (pos < text.size() && (static_cast<uint8_t>(text[pos]) & 0xC0) == 0x80) ++pos;
+      continue;
     }
+    out.emplace_back(static_cast<uint32_t>(ov[0]), static_cast<uint32_t>(ov[1]));
+    pos = ov[1];
+    last_end = ov[1];
   }
 }
 
