@@ -4,6 +4,8 @@
 
 #include <pcre2.h>
 
+#include <fmt/format.h>
+
 #include <optional>
 
 #include "lmstack/core/error.h"
@@ -20,8 +22,41 @@ constexpr std::string_view kSpaceMembers = R"(\t-\r\x{85}\p{Z})";
 constexpr std::string_view kWordMembers =
     R"(\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{B2}\x{B3}\x{B9}\x{BC}-\x{BE})";
 
-std::string word_class(bool negated) {
-  return (negated ? "[^" : "[") + std::string(kWordMembers) + "]";
+// Class members for the code points newer than PCRE2's Unicode whose general category starts
+// with `category` ("L" or "Lu"), e.g. "\x{1FAE8}-\x{1FAE8}".
+std::string newer_members(std::string_view category) {
+  std::string out;
+  for (size_t i = 0; i < detail::kNumNewerCategoryRanges; ++i) {
+    const detail::NewerRange& r = detail::kNewerCategoryRanges[i];
+    if (std::string_view(r.category).starts_with(category))
+      out += fmt::format("\\x{{{:X}}}-\\x{{{:X}}}", r.first, r.last);
+  }
+  return out;
+}
+
+const std::string& word_members() {
+  static const std::string w = std::string(kWordMembers) + newer_members("L") + newer_members("M") +
+                               newer_members("Nd") + newer_members("Pc");
+  return w;
+}
+
+std::string word_class(bool negated) { return (negated ? "[^" : "[") + word_members() + "]"; }
+
+// \p{X} / \P{X} at p[i] ('p' or 'P'); returns the translation and sets `consumed`, or "" for
+// properties that are not general categories (scripts, binary properties).
+std::string translate_property(std::string_view p, size_t i, bool in_class, size_t& consumed) {
+  if (i + 1 >= p.size() || p[i + 1] != '{') return "";
+  const size_t close = p.find('}', i + 2);
+  if (close == std::string_view::npos) return "";
+  const std::string_view name = p.substr(i + 2, close - i - 2);
+  const bool category = (name.size() == 1 || name.size() == 2) &&
+                        std::string_view("LMNPSZC").find(name[0]) != std::string_view::npos;
+  const std::string extra = category ? newer_members(name) : "";
+  if (extra.empty() || (in_class && p[i] == 'P')) return "";
+  consumed = close - i;
+  const std::string own = "\\p{" + std::string(name) + "}";
+  if (in_class) return own + extra;
+  return (p[i] == 'P' ? "[^" : "[") + own + extra + "]";
 }
 
 // \b and \B over Oniguruma's word class, as lookarounds (PCRE2's own use L|N|_).
@@ -42,13 +77,15 @@ std::string translate_escape(char e, bool in_class, std::string_view pattern) {
     case 'S':  // inside a class PCRE2's \S stands (it differs from White_Space only at U+0085)
       return in_class ? "" : "[^" + std::string(kSpaceMembers) + "]";
     case 'w':
-      return in_class ? std::string(kWordMembers) : word_class(false);
+      return in_class ? word_members() : word_class(false);
     case 'W':
       return word_class(true);
     case 'b':
       return in_class ? "" : word_boundary(false);  // [\b] is a backspace in both
     case 'B':
       return word_boundary(true);
+    case 'd':
+      return in_class ? "\\p{Nd}" + newer_members("Nd") : "[\\p{Nd}" + newer_members("Nd") + "]";
     case 'h':
       return in_class ? "0-9a-fA-F" : "[0-9a-fA-F]";
     case 'H':
@@ -67,6 +104,15 @@ std::string translate_regex_for_pcre2(std::string_view p) {
     const char c = p[i];
     if (c == '\\' && i + 1 < p.size()) {
       const char e = p[++i];
+      size_t consumed = 0;
+      if (e == 'p' || e == 'P') {
+        const std::string t = translate_property(p, i, in_class, consumed);
+        if (!t.empty()) {
+          out += t;
+          i += consumed;
+          continue;
+        }
+      }
       const std::string t = translate_escape(e, in_class, p);
       if (t.empty()) {
         out += c;

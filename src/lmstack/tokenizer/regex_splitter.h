@@ -9,6 +9,9 @@
 //   \b \B  boundaries of that word class
 //   \h \H  Oniguruma's hexadecimal digit (PCRE2: horizontal space)
 // \d is \p{Nd} in both. \W, \B and \H inside a character class are refused by name.
+// General-category properties (\p{L}, \p{So}, ...; and \w, \d) also take the code points
+// Unicode 15-16 assigned, which PCRE2 10.42 (Unicode 14) calls unassigned
+// (regex_unicode_newer.cc, generated from `tokenizers`), so new emoji split as in `tokenizers`.
 //
 // Thread safety: immutable after construction; find_all may run on many threads at once.
 #pragma once
@@ -47,5 +50,14 @@ class RegexSplitter {
 
 // The Oniguruma-dialect pattern rewritten for PCRE2 (the escapes listed above).
 std::string translate_regex_for_pcre2(std::string_view pattern);
+
+namespace detail {
+struct NewerRange {
+  const char* category;  // two-letter general category
+  uint32_t first, last;
+};
+extern const NewerRange kNewerCategoryRanges[];
+extern const size_t kNumNewerCategoryRanges;
+}  // namespace detail
 
 }  // namespace lmstack::tokenizer
