@@ -34,6 +34,16 @@ TEST(Normalizer, UnicodeForms) {
   EXPECT_EQ(norm(K::kNfd, "a\xCC\x82\xCC\xA3"), "a\xCC\xA3\xCC\x82");
 }
 
+TEST(Normalizer, RunsBetweenInertCharactersNormalizeAsTheWhole) {
+  // 中 e U+0301 Ａ 0xFF U+0301 x: e + acute compose; a lone acute stays.
+  EXPECT_EQ(norm(K::kNfc,
+                 "\xE4\xB8\xAD"
+                 "e\xCC\x81\xEF\xBC\xA1\xFF\xCC\x81x"),
+            "\xE4\xB8\xAD\xC3\xA9\xEF\xBC\xA1\xFF\xCC\x81x");
+  // Under NFKC fullwidth Ａ becomes A first, then composes with the acute: Á.
+  EXPECT_EQ(norm(K::kNfkc, "\xEF\xBC\xA1\xCC\x81"), "\xC3\x81");
+}
+
 TEST(Normalizer, InvalidBytesPassThrough) {
   EXPECT_EQ(norm(K::kNfc,
                  "e\xCC\x81\xFF"

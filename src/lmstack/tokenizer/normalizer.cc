@@ -45,6 +45,46 @@ void normalize_form(std::string_view run, int options, std::string& out) {
   std::free(result);
 }
 
+// Characters that normalization leaves alone whatever surrounds them: no decomposition,
+// combining class 0, never the second character of a composition (ASCII, CJK ideographs and,
+// for NFC/NFD, the fullwidth ASCII forms, which decompose only under compatibility).
+bool inert(uint32_t cp, bool compat) {
+  return cp < 0x80 || (cp >= 0x3400 && cp <= 0x4DBF) || (cp >= 0x4E00 && cp <= 0x9FFF) ||
+         (!compat && cp >= 0xFF01 && cp <= 0xFF5E);
+}
+
+// Normalizes only the runs of other characters, each with the inert character before it (it
+// may compose with the run: e + U+0301): UAX #15 normalization is closed under splitting at
+// such characters, and utf8proc is slow next to copying. Invalid bytes are copied and cut runs.
+std::string normalize_runs(std::string_view s, int options) {
+  const bool compat = (options & UTF8PROC_COMPAT) != 0;
+  const auto* p = reinterpret_cast<const uint8_t*>(s.data());
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0, prev_inert_len = 0;
+  while (i < s.size()) {
+    const Utf8Char c = decode_utf8(p + i, s.size() - i);
+    if (c.cp == kInvalidCodePoint || inert(c.cp, compat)) {
+      out.append(s.substr(i, c.len));
+      prev_inert_len = c.cp == kInvalidCodePoint ? 0 : c.len;
+      i += c.len;
+      continue;
+    }
+    const size_t b = i - prev_inert_len;
+    out.resize(out.size() - prev_inert_len);
+    size_t e = i;
+    while (e < s.size()) {
+      const Utf8Char d = decode_utf8(p + e, s.size() - e);
+      if (d.cp == kInvalidCodePoint || inert(d.cp, compat)) break;
+      e += d.len;
+    }
+    normalize_form(s.substr(b, e - b), options, out);
+    i = e;
+    prev_inert_len = 0;
+  }
+  return out;
+}
+
 // Calls fn(code_point, out) for each character of a valid UTF-8 run.
 template <class Fn>
 void for_each_char(std::string_view run, std::string& out, Fn&& fn) {
@@ -109,10 +149,7 @@ bool is_ascii(std::string_view s) {
 void apply_normalizer(const NormalizerStep& step, std::string& s) {
   using K = NormalizerStep::Kind;
   auto form = [&s](int options) {
-    if (is_ascii(s)) return;
-    s = map_valid_runs(s, [options](std::string_view run, std::string& out) {
-      normalize_form(run, options, out);
-    });
+    if (!is_ascii(s)) s = normalize_runs(s, options);
   };
   switch (step.kind) {
     case K::kPrepend:
