@@ -7,6 +7,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libfmt-dev libcli11-dev libcpp-httplib-dev libpcre2-dev
   openmpi-bin libopenmpi-dev
+  libutf8proc-dev
   clang-format chromium
 )
 missing=()

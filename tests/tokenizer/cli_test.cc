@@ -29,6 +29,20 @@ TEST(Cli, TokenizeFormats) {
   EXPECT_EQ(out, "15496 995\n");
 }
 
+TEST(Cli, EmptyTextAndDirectoryInputs) {
+  std::string out;
+  ASSERT_EQ(lmstack("tokenize " + cl100k() + " --text '' --format count", &out), 0) << out;
+  EXPECT_EQ(out, "0\n");
+  // A directory is an error naming it, not an empty text (read_file serves every command).
+  const std::string dir = lmstack::test::temp_dir("cli_dir_input");
+  for (const std::string& cmd :
+       {"tokenize " + cl100k() + " --file " + dir,
+        "train-tokenizer --input " + dir + " --vocab-size 300 --out " + dir + "/t.json"}) {
+    EXPECT_NE(lmstack(cmd, &out), 0) << cmd;
+    EXPECT_NE(out.find(dir + ": is a directory"), std::string::npos) << cmd << ": " << out;
+  }
+}
+
 TEST(Cli, TokenizeLinesStatsAndJson) {
   const std::string dir = lmstack::test::temp_dir("cli_tok");
   const std::string f = dir + "/in.txt";

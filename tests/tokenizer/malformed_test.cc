@@ -81,16 +81,34 @@ TEST(Malformed, HfJson) {
   expect_error<ConfigError>(
       [&] {
         Tokenizer::from_hf_json(
-            with("\"pre_tokenizer\": null", R"("pre_tokenizer": {"type": "Whitespace"})"), "h");
+            with("\"pre_tokenizer\": null", R"("pre_tokenizer": {"type": "UnicodeScripts"})"), "h");
       },
-      "pre-tokenizer 'Whitespace' is not supported");
+      "pre-tokenizer 'UnicodeScripts' is not supported");
   expect_error<ConfigError>(
       [&] {
-        Tokenizer::from_hf_json(with("\"pre_tokenizer\": null",
-                                     R"("normalizer": {"type": "NFC"}, "pre_tokenizer": null)"),
-                                "h");
+        Tokenizer::from_hf_json(
+            with("\"pre_tokenizer\": null",
+                 R"("normalizer": {"type": "Precompiled"}, "pre_tokenizer": null)"),
+            "h");
       },
-      "normalizer 'NFC' is not supported");
+      "normalizer 'Precompiled' is not supported");
+  // `tokenizers` refuses a BPE model without merges too ("Missing vocab/merges").
+  expect_error<FormatError>(
+      [&] {
+        Tokenizer::from_hf_json(with(R"(,
+      "merges": ["a b"])",
+                                     ""),
+                                "h.json");
+      },
+      "h.json: model: missing 'merges'");
+  expect_error<ConfigError>(
+      [&] {
+        Tokenizer::from_hf_json(
+            with("\"pre_tokenizer\": null",
+                 R"("pre_tokenizer": {"type": "Split", "pattern": {"Regex": "[\\W]"}})"),
+            "h");
+      },
+      "\\W inside a character class is not supported");
   expect_error<ConfigError>(
       [&] {
         Tokenizer::from_hf_json(

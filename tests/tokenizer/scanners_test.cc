@@ -104,21 +104,6 @@ TEST(Scanners, InvalidBytesAreOtherCharacters) {
   EXPECT_EQ(got, (std::vector<std::string>{"ab", "\xFF\xFE!", "cd", " \xC3", " x"}));
 }
 
-TEST(RegexSplitter, TranslatesWhitespaceAndReportsErrors) {
-  EXPECT_EQ(translate_regex_for_pcre2(R"(\s+|[^\s\p{L}])"),
-            R"([\t-\r\x{85}\p{Z}]+|[^\t-\r\x{85}\p{Z}\p{L}])");
-  Pieces m;
-  RegexSplitter(R"(\s+)").find_all("a\xC2\x85 b", m);  // U+0085 is White_Space
-  ASSERT_EQ(m.size(), 1u);
-  EXPECT_EQ(m[0], (std::pair<uint32_t, uint32_t>{1, 4}));
-  try {
-    RegexSplitter bad("(\\p{L}");
-    FAIL() << "expected a ConfigError";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("offset"), std::string::npos) << e.what();
-  }
-}
-
 TEST(Unicode, AsciiClassesAndUtf8) {
   EXPECT_EQ(char_class('a'), kClassLetter | kClassLowerish);
   EXPECT_EQ(char_class('Q'), kClassLetter | kClassUpperish);

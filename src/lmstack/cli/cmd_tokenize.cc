@@ -164,8 +164,8 @@ std::function<int()> setup(CLI::App& app) {
   app.add_flag("--stats", o->stats,
                "print bytes, characters, words, tokens, bytes/token, words/token, tokens/CJK char");
   app.add_flag("--json", o->json, "print one JSON object");
-  return [o] {
-    if (o->text.empty() && o->file.empty())
+  return [o, text, file] {
+    if (text->count() == 0 && file->count() == 0)  // --text '' encodes the empty string
       throw_error<RequestError>("tokenize: give --text or --file");
     return run(*o);
   };

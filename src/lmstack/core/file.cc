@@ -33,6 +33,9 @@ void set_file_fault_hook(FileFaultHook h) { hook() = std::move(h); }
 std::string read_file(const std::string& path) {
   const int64_t f = fault("read", path);
   if (f == -2) throw_error<IoError>("{}: read failed (injected fault)", path);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))  // an ifstream would read it as empty text
+    throw_error<IoError>("{}: is a directory, not a file", path);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw_error<IoError>("{}: cannot open for reading: {}", path, std::strerror(errno));
   std::ostringstream ss;

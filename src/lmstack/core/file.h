@@ -11,7 +11,7 @@
 
 namespace lmstack {
 
-// Reads a whole file. Throws IoError if it cannot be opened or read.
+// Reads a whole file. Throws IoError if it cannot be opened or read, or is a directory.
 std::string read_file(const std::string& path);
 // Writes a whole file atomically: to "<path>.tmp", fsync, then rename over `path`, so a crash
 // never leaves a half-written file under the real name.

@@ -1,7 +1,11 @@
 // Loader for Hugging Face tokenizer.json files whose model is BPE: byte-level ones (GPT-2,
 // Llama 3, lmstack's trainer) and SentencePiece-converted ones with byte fallback (Llama 2,
-// Mistral, TinyLlama). Anything the pipeline cannot reproduce exactly (NFC normalizers,
-// WordPiece, Unigram, dropout, ...) is refused with a ConfigError naming the field.
+// Mistral, TinyLlama, Phi-3, Gemma). Normalizers: NFC, NFD, NFKC, NFKD, Lowercase, Strip,
+// StripAccents, Replace, Prepend, Sequence; pre-tokenizers: Split, Sequence, ByteLevel,
+// Digits, Metaspace, Punctuation, Whitespace, WhitespaceSplit, CharDelimiterSplit,
+// BertPreTokenizer. Anything the pipeline cannot reproduce exactly (BertNormalizer,
+// Precompiled, UnicodeScripts, WordPiece, Unigram, dropout, ...) is refused with a
+// ConfigError naming the field.
 #include "lmstack/core/error.h"
 #include "lmstack/core/json.h"
 #include "lmstack/tokenizer/byte_level.h"
@@ -9,6 +13,9 @@
 
 namespace lmstack::tokenizer {
 namespace {
+
+// `tokenizers` Punctuation: char::is_ascii_punctuation || Unicode general category P*.
+constexpr const char* kPunctuation = R"([\p{P}!-/:-@\[-`{-~])";
 
 std::string type_of(const Json& j, const std::string& where) {
   if (!j.is_object() || !j.contains("type") || !j["type"].is_string())
@@ -54,6 +61,24 @@ void parse_pre_tokenizer(const Json& j, const std::string& where,
     s.behavior = behavior_of(j.value("behavior", "Isolated"), where);
     s.invert = j.value("invert", false);
     steps.push_back(std::move(s));
+  } else if (type == "Whitespace") {  // Rust `regex` \w+|[^\w\s]+, matches kept
+    const std::string w = R"(\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control})";
+    steps.push_back(make_regex_step("[" + w + "]+|[^" + w + R"(\s]+)", SplitBehavior::kRemoved,
+                                    /*invert=*/true));
+  } else if (type == "WhitespaceSplit") {  // char::is_whitespace, removed
+    steps.push_back(make_regex_step(R"(\s)", SplitBehavior::kRemoved));
+  } else if (type == "Punctuation") {  // char::is_ascii_punctuation || Unicode P*
+    steps.push_back(
+        make_regex_step(kPunctuation, behavior_of(j.value("behavior", "Isolated"), where)));
+  } else if (type == "BertPreTokenizer") {
+    steps.push_back(make_regex_step(R"(\s)", SplitBehavior::kRemoved));
+    steps.push_back(make_regex_step(kPunctuation, SplitBehavior::kIsolated));
+  } else if (type == "CharDelimiterSplit") {
+    PreTokenizerStep s;
+    s.literal = require<std::string>(j, "delimiter", where);
+    if (s.literal.empty()) throw_error<ConfigError>("{}: empty 'delimiter'", where);
+    s.behavior = SplitBehavior::kRemoved;
+    steps.push_back(std::move(s));
   } else if (type == "ByteLevel") {
     PreTokenizerStep s;
     s.kind = K::kByteLevel;
@@ -83,8 +108,9 @@ void parse_pre_tokenizer(const Json& j, const std::string& where,
     steps.push_back(std::move(s));
   } else {
     throw_error<ConfigError>(
-        "{}: pre-tokenizer '{}' is not supported (supported: Sequence, "
-        "Split, ByteLevel, Digits, Metaspace)",
+        "{}: pre-tokenizer '{}' is not supported (supported: Sequence, Split, ByteLevel, "
+        "Digits, Metaspace, Punctuation, Whitespace, WhitespaceSplit, CharDelimiterSplit, "
+        "BertPreTokenizer)",
         where, type);
   }
 }
@@ -92,21 +118,36 @@ void parse_pre_tokenizer(const Json& j, const std::string& where,
 void parse_normalizer(const Json& j, const std::string& where, std::vector<NormalizerStep>& out) {
   if (j.is_null()) return;
   const std::string type = type_of(j, where);
+  using K = NormalizerStep::Kind;
+  static const std::pair<const char*, K> kNoArgs[] = {{"NFC", K::kNfc},
+                                                      {"NFD", K::kNfd},
+                                                      {"NFKC", K::kNfkc},
+                                                      {"NFKD", K::kNfkd},
+                                                      {"Lowercase", K::kLowercase},
+                                                      {"StripAccents", K::kStripAccents}};
+  for (const auto& [name, kind] : kNoArgs)
+    if (type == name) return out.push_back({kind, "", ""});
   if (type == "Sequence") {
     const Json& list = j.value("normalizers", Json::array());
     for (size_t i = 0; i < list.size(); ++i)
       parse_normalizer(list[i], fmt::format("{}.normalizers[{}]", where, i), out);
   } else if (type == "Prepend") {
-    out.push_back({NormalizerStep::Kind::kPrepend, require<std::string>(j, "prepend", where), ""});
+    out.push_back({K::kPrepend, require<std::string>(j, "prepend", where), ""});
   } else if (type == "Replace") {
     const auto [is_regex, text] = pattern_of(j, where);
-    if (is_regex) throw_error<ConfigError>("{}: Replace with a Regex is not supported", where);
-    out.push_back(
-        {NormalizerStep::Kind::kReplace, text, require<std::string>(j, "content", where)});
+    NormalizerStep n{K::kReplace, text, require<std::string>(j, "content", where)};
+    if (is_regex) n.regex = std::make_shared<RegexSplitter>(text);
+    if (!is_regex && text.empty()) throw_error<ConfigError>("{}: empty Replace pattern", where);
+    out.push_back(std::move(n));
+  } else if (type == "Strip") {
+    NormalizerStep n{K::kStrip, "", ""};
+    n.strip_left = j.value("strip_left", true);
+    n.strip_right = j.value("strip_right", true);
+    out.push_back(std::move(n));
   } else {
     throw_error<ConfigError>(
-        "{}: normalizer '{}' is not supported (supported: Sequence, "
-        "Prepend, Replace)",
+        "{}: normalizer '{}' is not supported (supported: Sequence, NFC, NFD, NFKC, NFKD, "
+        "Lowercase, Strip, StripAccents, Replace, Prepend)",
         where, type);
   }
 }
@@ -180,7 +221,10 @@ void parse_bpe_model(const Json& model, const std::string& src, TokenizerImpl& t
       bytes = byte_level_decode(token).value_or(token);
     t.bpe.add_token(id.get<int32_t>(), bytes, where + ".vocab");
   }
-  const Json& merges = model.value("merges", Json::array());
+  if (!model.contains("merges"))  // `tokenizers` refuses it too ("Missing vocab/merges")
+    throw_error<FormatError>("{}: missing 'merges' (a BPE model needs its merge list)", where);
+  const Json& merges = model["merges"];
+  if (!merges.is_array()) throw_error<FormatError>("{}: 'merges' must be an array", where);
   for (size_t i = 0; i < merges.size(); ++i) {
     std::string left, right;
     if (merges[i].is_string()) {

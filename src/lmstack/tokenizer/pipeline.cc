@@ -2,6 +2,7 @@
 // tokenizers: each step splits every piece the previous step produced.
 #include "lmstack/tokenizer/pipeline.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "lmstack/tokenizer/unicode.h"
@@ -29,54 +30,69 @@ Ranges find_matches(const PreTokenizerStep& step, std::string_view text) {
   return m;
 }
 
-// Applies a split behavior (Hugging Face SplitDelimiterBehavior) to matches in `text`.
+// One entry of the list `tokenizers` folds: a match of the pattern or a gap between matches.
+struct Item {
+  uint32_t b, e;
+  bool match;
+};
+
+// Matches and gaps in order, as Pattern::find_matches builds them (empty matches stay: they
+// separate their neighbours; an empty text has no items).
+std::vector<Item> to_items(std::string_view text, const Ranges& matches, bool invert) {
+  std::vector<Item> items;
+  uint32_t prev = 0;
+  for (auto [b, e] : matches) {
+    if (b != prev) items.push_back({prev, b, invert});
+    items.push_back({b, e, !invert});
+    prev = e;
+  }
+  if (prev != text.size()) items.push_back({prev, static_cast<uint32_t>(text.size()), invert});
+  return items;
+}
+
+// Folds items by a SplitDelimiterBehavior (tokenizers NormalizedString::split); returns the
+// kept ranges (`match` now means "remove").
+std::vector<Item> fold(std::vector<Item> items, SplitBehavior behavior) {
+  std::vector<Item> acc;
+  bool previous_match = false;
+  auto glue = [&](const Item& it, bool glue_if) {
+    if (glue_if && !acc.empty())
+      acc.back().e = it.e;
+    else
+      acc.push_back({it.b, it.e, false});
+    previous_match = it.match;
+  };
+  switch (behavior) {
+    case SplitBehavior::kIsolated:
+      for (Item& it : items) it.match = false;
+      return items;
+    case SplitBehavior::kRemoved:
+      return items;
+    case SplitBehavior::kContiguous:
+      for (const Item& it : items) glue(it, it.match == previous_match);
+      return acc;
+    case SplitBehavior::kMergedWithPrevious:
+      for (const Item& it : items) glue(it, it.match && !previous_match);
+      return acc;
+    case SplitBehavior::kMergedWithNext:  // the same fold from the right
+      for (auto it = items.rbegin(); it != items.rend(); ++it) {
+        if (it->match && !previous_match && !acc.empty())
+          acc.back().b = it->b;
+        else
+          acc.push_back({it->b, it->e, false});
+        previous_match = it->match;
+      }
+      std::reverse(acc.begin(), acc.end());
+      return acc;
+  }
+  return acc;
+}
+
+// Applies a split (matches, behavior, invert) to `text`; appends the non-empty kept pieces.
 void split_by(std::string_view text, const Ranges& matches, SplitBehavior behavior, bool invert,
               std::vector<std::string>& out) {
-  struct Seg {
-    uint32_t b, e;
-    bool match;
-  };
-  std::vector<Seg> segs;
-  uint32_t pos = 0;
-  for (auto [b, e] : matches) {
-    if (b > pos) segs.push_back({pos, b, invert});
-    segs.push_back({b, e, !invert});
-    pos = e;
-  }
-  if (pos < text.size()) segs.push_back({pos, static_cast<uint32_t>(text.size()), invert});
-  std::vector<std::pair<uint32_t, uint32_t>> pieces;
-  bool glue_next = false;  // MergedWithNext: the previous match waits for the next segment
-  for (const Seg& s : segs) {
-    switch (behavior) {
-      case SplitBehavior::kRemoved:
-        if (!s.match) pieces.emplace_back(s.b, s.e);
-        break;
-      case SplitBehavior::kIsolated:
-        pieces.emplace_back(s.b, s.e);
-        break;
-      case SplitBehavior::kContiguous:
-        if (s.match && !pieces.empty() && glue_next)
-          pieces.back().second = s.e;
-        else
-          pieces.emplace_back(s.b, s.e);
-        glue_next = s.match;
-        break;
-      case SplitBehavior::kMergedWithPrevious:
-        if (s.match && !pieces.empty())
-          pieces.back().second = s.e;
-        else
-          pieces.emplace_back(s.b, s.e);
-        break;
-      case SplitBehavior::kMergedWithNext:
-        if (glue_next)
-          pieces.back().second = s.e;
-        else
-          pieces.emplace_back(s.b, s.e);
-        glue_next = s.match;
-        break;
-    }
-  }
-  for (auto [b, e] : pieces) out.emplace_back(text.substr(b, e - b));
+  for (const Item& it : fold(to_items(text, matches, invert), behavior))
+    if (!it.match && it.e > it.b) out.emplace_back(text.substr(it.b, it.e - it.b));
 }
 
 Ranges digit_matches(std::string_view text, bool individual) {
@@ -114,6 +130,14 @@ PreTokenizerStep make_split_step(const std::string& pattern) {
   return step;
 }
 
+PreTokenizerStep make_regex_step(const std::string& pattern, SplitBehavior behavior, bool invert) {
+  PreTokenizerStep step;
+  step.regex = std::make_shared<RegexSplitter>(pattern);
+  step.behavior = behavior;
+  step.invert = invert;
+  return step;
+}
+
 TextPipeline::TextPipeline(std::vector<NormalizerStep> normalizer,
                            std::vector<PreTokenizerStep> steps)
     : normalizer_(std::move(normalizer)), steps_(std::move(steps)) {
@@ -121,7 +145,7 @@ TextPipeline::TextPipeline(std::vector<NormalizerStep> normalizer,
   for (PreTokenizerStep& s : steps_)
     if (s.kind == PreTokenizerStep::Kind::kByteLevel && s.use_regex)
       s.scanner = ScannerSpec{ScannerKind::kGpt2, 0};
-  fast_ = normalizer_.empty();
+  fast_ = true;
   int num_splits = 0;
   for (size_t i = 0; i < steps_.size(); ++i) {
     const PreTokenizerStep& s = steps_[i];
@@ -154,25 +178,23 @@ void TextPipeline::split_fast(std::string_view text, std::vector<uint32_t>& ends
     Ranges m;
     s.regex->find_all(text, m);
     uint32_t pos = 0;
-    for (auto [b, e] : m) {
-      if (b > pos) ends.push_back(b);
-      ends.push_back(pos = e);
+    for (auto [b, e] : m) {  // an empty match is a split point
+      if (b > pos) ends.push_back(pos = b);
+      if (e > pos) ends.push_back(pos = e);
     }
     if (pos < text.size()) ends.push_back(static_cast<uint32_t>(text.size()));
   }
 }
 
+void TextPipeline::normalize(std::string_view text, std::string& out) const {
+  out.assign(text);
+  for (const NormalizerStep& n : normalizer_) apply_normalizer(n, out);
+}
+
 void TextPipeline::split(std::string_view text, bool at_input_start,
                          std::vector<std::string>& pieces) const {
-  std::string normalized(text);
-  for (const NormalizerStep& n : normalizer_) {
-    if (n.kind == NormalizerStep::Kind::kPrepend && !normalized.empty())
-      normalized.insert(0, n.text);
-    else if (n.kind == NormalizerStep::Kind::kReplace)
-      replace_all(normalized, n.text, n.replacement);
-  }
-  if (normalized.empty()) return;
-  std::vector<std::string> cur{std::move(normalized)}, next;
+  if (text.empty()) return;
+  std::vector<std::string> cur{std::string(text)}, next;
   for (const PreTokenizerStep& s : steps_) {
     next.clear();
     for (size_t i = 0; i < cur.size(); ++i) {

@@ -1,11 +1,17 @@
 // The text -> pieces half of a tokenizer as Hugging Face's tokenizer.json declares it: a
-// normalizer (Prepend, Replace, Sequence) and a pre-tokenizer sequence (Split with a regex
-// or string, ByteLevel, Digits, Metaspace). Known split regexes run on the hand-written
-// scanners (scanners.h), any other on PCRE2 (regex_splitter.h).
+// normalizer (normalizer.h) and a pre-tokenizer sequence. Every pre-tokenizer `tokenizers` has
+// for BPE models reduces to four step kinds: Split (a regex, scanner or string with a
+// SplitDelimiterBehavior and `invert`: also Whitespace, WhitespaceSplit, Punctuation,
+// CharDelimiterSplit and BertPreTokenizer), ByteLevel, Digits and Metaspace. Known split
+// regexes run on the hand-written scanners (scanners.h), any other on PCRE2
+// (regex_splitter.h). Splitting follows tokenizers/src/tokenizer/normalizer.rs `split`
+// exactly: matches and the gaps between them become a list of (range, is_match) items, empty
+// matches included, and the behavior folds neighbours (MergedWithNext glues one match to the
+// next item, not a run of matches).
 //
-// When there is no normalizer and the pre-tokenizer is one isolating split over the raw bytes
-// (tiktoken files, GPT-2, Llama 3 and most byte-level tokenizer.json files), split_fast()
-// returns piece boundaries without copying; otherwise split() builds the pieces as strings.
+// When the pre-tokenizer is one isolating split over the (normalized) bytes (tiktoken files,
+// GPT-2, Llama 3, Qwen2 and most byte-level tokenizer.json files), split_fast() returns piece
+// boundaries without copying; otherwise split() builds the pieces as strings.
 //
 // Thread safety: immutable after construction.
 #pragma once
@@ -16,17 +22,11 @@
 #include <string_view>
 #include <vector>
 
+#include "lmstack/tokenizer/normalizer.h"
 #include "lmstack/tokenizer/regex_splitter.h"
 #include "lmstack/tokenizer/scanners.h"
 
 namespace lmstack::tokenizer {
-
-struct NormalizerStep {
-  enum class Kind { kPrepend, kReplace };
-  Kind kind;
-  std::string text;         // prepended text, or the string Replace looks for
-  std::string replacement;  // Replace only
-};
 
 enum class SplitBehavior { kIsolated, kRemoved, kMergedWithPrevious, kMergedWithNext, kContiguous };
 
@@ -55,6 +55,10 @@ void replace_all(std::string& s, std::string_view from, std::string_view to);
 
 // A split step that runs the scanner or regex `pattern` and isolates its matches.
 PreTokenizerStep make_split_step(const std::string& pattern);
+// A split step on a PCRE2 pattern used as written (no scanner, no Oniguruma translation
+// beyond regex_splitter.h's), with the given behavior.
+PreTokenizerStep make_regex_step(const std::string& pattern, SplitBehavior behavior,
+                                 bool invert = false);
 
 class TextPipeline {
  public:
@@ -62,10 +66,13 @@ class TextPipeline {
   TextPipeline(std::vector<NormalizerStep> normalizer, std::vector<PreTokenizerStep> steps);
 
   bool has_fast_path() const { return fast_; }
-  // Fast path only: appends the end offset of each piece of `text` to `ends`.
+  bool has_normalizer() const { return !normalizer_.empty(); }
+  // Runs the normalizer on `text` (one section between added tokens) into `out`.
+  void normalize(std::string_view text, std::string& out) const;
+  // Fast path only: appends the end offset of each piece of (normalized) `text` to `ends`.
   void split_fast(std::string_view text, std::vector<uint32_t>& ends) const;
-  // General path: normalizes `text` (one section between added tokens; at_input_start says
-  // whether it begins the whole input) and appends its pieces.
+  // General path: appends the pieces of (normalized) `text`; at_input_start says whether it
+  // begins the whole input (Metaspace prepend_scheme "first").
   void split(std::string_view text, bool at_input_start, std::vector<std::string>& pieces) const;
 
  private:

@@ -89,6 +89,11 @@ std::optional<AddedMatch> TokenizerImpl::find_added(std::string_view text, size_
 void TokenizerImpl::encode_ordinary(std::string_view text, bool at_input_start,
                                     std::vector<int32_t>& out) const {
   if (text.empty()) return;
+  thread_local std::string normalized;
+  if (pipeline.has_normalizer()) {
+    pipeline.normalize(text, normalized);
+    text = normalized;
+  }
   if (pipeline.has_fast_path()) {
     thread_local std::vector<uint32_t> ends;
     ends.clear();
@@ -153,6 +158,11 @@ void Tokenizer::clear_thread_cache() { BpeModel::clear_thread_cache(); }
 
 std::vector<std::string> Tokenizer::pre_tokenize(std::string_view text) const {
   std::vector<std::string> pieces;
+  std::string normalized;
+  if (impl_->pipeline.has_normalizer()) {
+    impl_->pipeline.normalize(text, normalized);
+    text = normalized;
+  }
   if (impl_->pipeline.has_fast_path()) {
     std::vector<uint32_t> ends;
     impl_->pipeline.split_fast(text, ends);
