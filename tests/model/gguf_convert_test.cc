@@ -9,6 +9,7 @@
 #include "gguf_test_util.h"
 #include "lmstack/model/gguf_model.h"
 #include "lmstack/model/presets.h"
+#include "lmstack/tokenizer/chat_template.h"
 #include "lmstack/tokenizer/tokenizer.h"
 
 namespace lmstack::model {
@@ -84,6 +85,24 @@ TEST(GgufConvert, TokenizerEncodesLikeTheDirectory) {
   const GgufFile f(path);
   EXPECT_EQ(f.get_string("tokenizer.ggml.pre"), "qwen2");
   EXPECT_EQ(f.get_string("tokenizer.ggml.model"), "gpt2");
+}
+
+TEST(GgufConvert, NamedChatTemplatesRoundTrip) {
+  // tokenizer_config.json holds [{default}, {tool_use}] (transformers' named templates):
+  // written as gguf-py does (tokenizer.chat_template + .tool_use) and read back by name.
+  Json cfg = find_model_preset("tiny-llama", "").config;
+  cfg["vocab_size"] = 512;
+  const ModelDir ref = make_reference(
+      cfg, DType::kF32, "tok_named",
+      test::source_path("tests/data/tokenizer/chat_layouts/config_named/tokenizer.json"));
+  const std::string path = convert(ref, ref.path, DType::kF32, "named");
+  const GgufFile f(path);
+  EXPECT_EQ(f.get_strings("tokenizer.chat_templates"), std::vector<std::string>{"tool_use"});
+  const auto a = tokenizer::Tokenizer::load(ref.path);
+  const auto b = tokenizer::Tokenizer::load(path);
+  ASSERT_EQ(tokenizer::chat_templates(a).size(), 2u);
+  EXPECT_EQ(tokenizer::chat_templates(b), tokenizer::chat_templates(a));
+  EXPECT_EQ(b.chat_template(), a.chat_template());
 }
 
 TEST(GgufConvert, GgufToGgufKeepsVocabularyAndWeights) {

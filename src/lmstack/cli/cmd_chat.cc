@@ -36,10 +36,11 @@ void print_stats(const ChatStats& st, const model::Generator& gen) {
 
 int run_chat(ChatOptions o) {
   ModelSession s = load_session(o.model);
-  if (s.tokenizer.chat_template().empty())
+  if (tokenizer::chat_template_for(s.tokenizer, false).empty())
     throw_error<ConfigError>("{}: the model has no chat_template; use `lmstack generate`",
                              s.model.path);
-  const auto tmpl = tokenizer::ChatTemplate::parse(s.tokenizer.chat_template());
+  const auto tmpl =
+      tokenizer::ChatTemplate::parse(tokenizer::chat_template_for(s.tokenizer, false));
   ThreadPool pool(o.threads);
   o.ctx = std::min(o.ctx, s.model.config.max_position);
   model::Generator gen(s.model.config, s.model.weights, pool, o.ctx);

@@ -66,9 +66,9 @@ std::function<int()> setup(CLI::App& app) {
   app.add_option("--dtype", o->dtype, "stored dtype: bf16 (default), f32 or f16");
   app.add_option("--std", o->stddev, "standard deviation of the normal weights (default 0.02)");
   app.add_option("--tokenizer", o->tokenizer,
-                 "copy this tokenizer.json (and its tokenizer_config.json) "
-                 "instead of writing "
-                 "a byte-level one");
+                 "adopt this tokenizer (a directory, e.g. from train-tokenizer --out DIR, or a "
+                 "tokenizer.json) instead of the byte-level one: its files are copied and "
+                 "vocab_size is its token count");
   app.add_flag("--list-presets", o->list, "print the presets and exit");
   add_threads_option(app, o->threads);
   return [o] {
@@ -79,7 +79,10 @@ std::function<int()> setup(CLI::App& app) {
     if (o->out.empty()) throw_error<RequestError>("init-model: --out DIR is required");
     const Json j = resolve_config(*o);
     model::InitModelOptions io;
-    io.config = model::ModelConfig::from_json(j, o->preset.empty() ? o->config : o->preset);
+    Json config = j;
+    if (!o->tokenizer.empty())  // the model's vocabulary is the adopted tokenizer's
+      config["vocab_size"] = model::copy_tokenizer(o->tokenizer).num_tokens;
+    io.config = model::ModelConfig::from_json(config, o->preset.empty() ? o->config : o->preset);
     io.out_dir = o->out;
     io.seed = o->seed;
     io.stddev = o->stddev;
@@ -103,6 +106,7 @@ const RegisterCommand kRegister{
      "/tmp/q3\n"
      "  lmstack init-model --preset tiny --arch gpt2 --out /tmp/g\n"
      "  lmstack init-model --arch llama --config my_config.json --out /tmp/m\n"
+     "  lmstack init-model --preset tiny-llama --tokenizer tok/ --out /tmp/m   # trained vocab\n"
      "  lmstack init-model --list-presets",
      setup}};
 

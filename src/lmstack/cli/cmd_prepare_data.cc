@@ -1,6 +1,7 @@
 // `lmstack prepare-data`: tokenizes text files into token shards (docs/formats/shards.md) for
 // `lmstack train`. Each input file, or each piece between separator lines (--split-on, e.g.
-// "%" for fortune files), is one document; every document is followed by the tokenizer's EOS.
+// "%" for fortune files), is one document; every document is followed by the tokenizer's EOS
+// (tokenizer_config.json's eos_token, or --eos TOKEN).
 // A seeded hash of the document index sends about --val-fraction of them to the val split.
 #include <algorithm>
 #include <cstdio>
@@ -16,7 +17,7 @@ namespace lmstack::cli {
 namespace {
 
 struct PrepareOptions {
-  std::string tokenizer, out, split_on;
+  std::string tokenizer, out, split_on, eos;
   std::vector<std::string> inputs;
   double val_fraction = 0.05;
   int64_t shard_tokens = 100'000'000;
@@ -60,10 +61,15 @@ std::vector<std::string> write_split(const PrepareOptions& o, const std::string&
 
 int run(const PrepareOptions& o) {
   const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(o.tokenizer);
-  const std::optional<int32_t> eos = tok.eos_id();
+  const std::optional<int32_t> eos = o.eos.empty() ? tok.eos_id() : tok.token_id(o.eos);
+  if (!eos && !o.eos.empty())
+    throw_error<ConfigError>("{}: --eos '{}' is not a token of this tokenizer", o.tokenizer, o.eos);
   if (!eos)
-    throw_error<ConfigError>("{}: the tokenizer has no EOS token to separate documents",
-                             o.tokenizer);
+    throw_error<ConfigError>(
+        "{}: the tokenizer has no EOS token to separate documents (tokenizer_config.json "
+        "names none): give --eos TOKEN, or train with `train-tokenizer --out DIR`, which "
+        "writes one",
+        o.tokenizer);
   std::vector<std::string> docs;
   for (const std::string& path : o.inputs)
     for (std::string& d : split_documents(read_file(path), o.split_on))
@@ -109,6 +115,8 @@ std::function<int()> setup(CLI::App& app) {
   app.add_option("--out", o->out, "output directory (shards + data.json)")->required();
   app.add_option("--val-fraction", o->val_fraction, "share of documents held out for validation")
       ->check(CLI::Range(0.0, 0.5));
+  app.add_option("--eos", o->eos,
+                 "the token that ends each document (default: the tokenizer's EOS)");
   app.add_option("--split-on", o->split_on,
                  "a line that separates documents inside a file (e.g. %)");
   app.add_option("--shard-tokens", o->shard_tokens, "tokens per shard file")

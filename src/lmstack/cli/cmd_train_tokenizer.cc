@@ -1,5 +1,9 @@
 // `lmstack train-tokenizer`: byte-level BPE training (bpe_trainer.h) to a Hugging Face
-// tokenizer.json, then a check that lmstack loads it and what it compresses to.
+// tokenizer.json, then a check that lmstack loads it and what it compresses to. `--out DIR`
+// writes DIR/tokenizer.json and DIR/tokenizer_config.json (EOS/BOS/PAD among --special, by
+// --eos/--bos/--pad or pick_special_roles' rule), a directory AutoTokenizer, prepare-data and
+// init-model load; `--out FILE.json` writes the tokenizer.json alone (no config beside it, so
+// other files in that folder are not affected).
 #include <cstdio>
 
 #include "lmstack/cli/command.h"
@@ -14,8 +18,11 @@ namespace {
 struct TrainTokenizerOptions {
   std::vector<std::string> inputs, specials;
   tokenizer::BpeTrainerOptions trainer;
+  tokenizer::TokenizerConfigOptions config;
   std::string out;
 };
+
+std::string or_none(const std::string& token) { return token.empty() ? "none" : token; }
 
 int run(TrainTokenizerOptions& o) {
   std::vector<std::string> texts;
@@ -34,9 +41,18 @@ int run(TrainTokenizerOptions& o) {
     std::fprintf(stderr, "\rtrain-tokenizer: %d / %d merges", done, total);
   };
   tokenizer::BpeTrainerStats st;
-  const std::string json = tokenizer::train_bpe_to_hf_json(texts, o.trainer, &st);
+  const tokenizer::TrainedTokenizer trained =
+      tokenizer::train_bpe_tokenizer(texts, o.trainer, o.config, &st);
   std::fprintf(stderr, "\n");
-  write_file_atomic(o.out, json);
+  const bool to_dir = o.out.size() < 5 || o.out.substr(o.out.size() - 5) != ".json";
+  if (to_dir) {
+    make_directories(o.out);
+    write_file_atomic(path_join(o.out, "tokenizer.json"), trained.tokenizer_json);
+    write_file_atomic(path_join(o.out, "tokenizer_config.json"),
+                      trained.tokenizer_config.dump(2) + "\n");
+  } else {
+    write_file_atomic(o.out, trained.tokenizer_json);
+  }
   const auto tok = tokenizer::Tokenizer::load(o.out);
   size_t tokens = 0;
   for (const std::string& t : texts)
@@ -50,6 +66,9 @@ int run(TrainTokenizerOptions& o) {
   std::printf("time         %.2f s (%.2f MB/s)\n", st.seconds, bytes / 1e6 / st.seconds);
   std::printf("compression  %.3f bytes/token on the training text (%zu tokens)\n",
               tokens ? double(bytes) / tokens : 0.0, tokens);
+  std::printf("specials     eos %s, bos %s, pad %s%s\n", or_none(trained.roles.eos).c_str(),
+              or_none(trained.roles.bos).c_str(), or_none(trained.roles.pad).c_str(),
+              to_dir ? "" : " (not written: --out DIR writes them to tokenizer_config.json)");
   std::printf("wrote        %s\n", o.out.c_str());
   return 0;
 }
@@ -68,12 +87,23 @@ std::function<int()> setup(CLI::App& app) {
                  "special tokens, comma-separated (ids after the merges)");
   app.add_option("--min-frequency", o->trainer.min_frequency,
                  "never merge a pair seen fewer times (default 2)");
-  app.add_option("--out", o->out, "tokenizer.json to write")->required();
+  app.add_option("--eos", o->config.roles.eos,
+                 "the EOS token among --special (default: <|endoftext|>, </s>, ... else the "
+                 "first special)");
+  app.add_option("--bos", o->config.roles.bos,
+                 "the BOS token among --special (default: <s>, <|begin_of_text|>, ... else EOS)");
+  app.add_option("--pad", o->config.roles.pad,
+                 "the PAD token among --special (default: <pad>, <|pad|>, ... else none)");
+  app.add_option("--out", o->out,
+                 "output directory (tokenizer.json + tokenizer_config.json), or a FILE.json "
+                 "for the tokenizer.json alone")
+      ->required();
   return [o] { return run(*o); };
 }
 
 const RegisterCommand kRegister{
     {"train-tokenizer", "train a byte-level BPE tokenizer and write a tokenizer.json",
+     "  lmstack train-tokenizer --input corpus.txt --vocab-size 32000 --special '</s>' --out tok/\n"
      "  lmstack train-tokenizer --input corpus.txt --vocab-size 32000 --out tokenizer.json\n"
      "  lmstack train-tokenizer --input a.txt b.txt --vocab-size 8192 --pattern o200k \\\n"
      "      --special '<|endoftext|>,<|im_start|>,<|im_end|>' --out tok.json",

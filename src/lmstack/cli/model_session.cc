@@ -58,10 +58,11 @@ std::vector<int32_t> encode_prompt(const ModelSession& s, const std::string& tex
     ids.insert(ids.end(), body.begin(), body.end());
     return ids;
   }
-  if (s.tokenizer.chat_template().empty())
+  if (tokenizer::chat_template_for(s.tokenizer, false).empty())
     throw_error<ConfigError>("{}: the model has no chat_template (tokenizer_config.json)",
                              s.model.path);
-  const auto tmpl = tokenizer::ChatTemplate::parse(s.tokenizer.chat_template());
+  const auto tmpl =
+      tokenizer::ChatTemplate::parse(tokenizer::chat_template_for(s.tokenizer, false));
   const Json messages = Json::array({{{"role", "user"}, {"content", text}}});
   const std::string rendered = tokenizer::render_chat(tmpl, messages, true, s.tokenizer.bos_token(),
                                                       s.tokenizer.eos_token());

@@ -3,9 +3,11 @@
 // tokenizer.json spells them, merges as "LEFT RIGHT" strings, token_type 1 normal, 3 control
 // (special added tokens), 4 user-defined (other added tokens), 5 unused (padding ids).
 #include <algorithm>
+#include <cctype>
 
 #include "lmstack/core/file.h"
 #include "lmstack/model/gguf_tokenizer_keys.h"
+#include "lmstack/tokenizer/chat_template.h"
 #include "lmstack/tokenizer/scanners.h"
 #include "lmstack/tokenizer/tokenizer.h"
 
@@ -49,15 +51,24 @@ std::string pre_name(const Json& tokenizer_json) {
   return "";
 }
 
+// A tokenizer.json llama.cpp runs as SentencePiece ("llama"): BPE with byte fallback, or
+// one whose decoder replaces U+2581 by spaces (Llama 2, Mistral, TinyLlama).
+bool is_sentencepiece_style(const Json& j) {
+  const Json& model = j.value("model", Json());
+  if (model.is_object() && model.value("byte_fallback", false)) return true;
+  const Json& decoder = j.value("decoder", Json());
+  return decoder.value("type", "") != "ByteLevel" &&
+         decoder.dump().find("\xE2\x96\x81") != std::string::npos;  // U+2581 -> space
+}
+
 void check_byte_level_bpe(const Json& j, const std::string& src) {
   const Json& model = j.value("model", Json());
   if (!model.is_object() || model.value("type", "BPE") != "BPE")
     throw_error<ConfigError>("{}: model.type must be BPE to convert to GGUF", src);
-  if (model.value("byte_fallback", false) ||
-      j.value("decoder", Json()).value("type", "") != "ByteLevel")
+  if (j.value("decoder", Json()).value("type", "") != "ByteLevel")
     throw_error<ConfigError>(
-        "{}: only byte-level BPE tokenizers (decoder ByteLevel) can be converted to GGUF; "
-        "SentencePiece-style tokenizer.json files are not supported by convert",
+        "{}: convert handles byte-level BPE (decoder ByteLevel) and SentencePiece-style BPE "
+        "(byte_fallback, Metaspace or Prepend/Replace U+2581); this tokenizer is neither",
         src);
 }
 
@@ -74,9 +85,27 @@ std::vector<std::string> merge_strings(const Json& merges, const std::string& sr
   return out;
 }
 
-void add_from_tokenizer_json(GgufWriter& w, const ModelConfig& c, const std::string& dir) {
+// gguf-py's add_chat_template: the default as tokenizer.chat_template, every other named
+// template as tokenizer.chat_template.<name> (non-alphanumerics as '_') listed in
+// tokenizer.chat_templates.
+void add_chat_template_keys(GgufWriter& w, const tokenizer::Tokenizer& tok) {
+  if (!tok.chat_template().empty())
+    w.set("tokenizer.chat_template", GgufValue::string(tok.chat_template()));
+  std::vector<std::string> names;
+  for (const auto& [name, text] : tokenizer::chat_templates(tok)) {
+    if (name == "default") continue;
+    std::string key = name;
+    for (char& ch : key)
+      if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+    w.set("tokenizer.chat_template." + key, GgufValue::string(text));
+    names.push_back(key);
+  }
+  if (!names.empty()) w.set("tokenizer.chat_templates", GgufValue::string_array(std::move(names)));
+}
+
+void add_from_tokenizer_json(GgufWriter& w, const ModelConfig& c, const std::string& dir,
+                             const Json& j) {
   const std::string src = path_join(dir, "tokenizer.json");
-  const Json j = parse_json(read_file(src), src);
   check_byte_level_bpe(j, src);
   const std::string pre = pre_name(j);
   if (pre.empty())
@@ -106,23 +135,26 @@ void add_from_tokenizer_json(GgufWriter& w, const ModelConfig& c, const std::str
     tokens[id] = a.value("content", "");
     types[id] = a.value("special", false) ? 3 : 4;
   }
-  const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(dir);
   w.set("tokenizer.ggml.model", GgufValue::string("gpt2"));
   w.set("tokenizer.ggml.pre", GgufValue::string(pre));
   w.set("tokenizer.ggml.tokens", GgufValue::string_array(std::move(tokens)));
   w.set("tokenizer.ggml.token_type", GgufValue::i32_array(std::move(types)));
   w.set("tokenizer.ggml.merges",
         GgufValue::string_array(merge_strings(j["model"].value("merges", Json::array()), src)));
+  add_special_token_keys(w, c, dir);
+}
+
+}  // namespace
+
+void add_special_token_keys(GgufWriter& w, const ModelConfig& c, const std::string& dir) {
+  const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(dir);
   const int64_t bos = c.bos_token_id >= 0 ? c.bos_token_id : tok.bos_id().value_or(-1);
   const int64_t eos = !c.eos_token_ids.empty() ? c.eos_token_ids[0] : tok.eos_id().value_or(-1);
   if (bos >= 0) w.set("tokenizer.ggml.bos_token_id", GgufValue::u32(static_cast<uint32_t>(bos)));
   if (eos >= 0) w.set("tokenizer.ggml.eos_token_id", GgufValue::u32(static_cast<uint32_t>(eos)));
   w.set("tokenizer.ggml.add_bos_token", GgufValue::boolean(tok.add_bos_token()));
-  if (!tok.chat_template().empty())
-    w.set("tokenizer.chat_template", GgufValue::string(tok.chat_template()));
+  add_chat_template_keys(w, tok);
 }
-
-}  // namespace
 
 void add_tokenizer_keys(GgufWriter& w, const ModelConfig& c, const std::string& source) {
   if (!is_directory(source)) {
@@ -131,7 +163,12 @@ void add_tokenizer_keys(GgufWriter& w, const ModelConfig& c, const std::string& 
       if (key.rfind("tokenizer.", 0) == 0) w.set(key, value);
     return;
   }
-  add_from_tokenizer_json(w, c, source);
+  const std::string src = path_join(source, "tokenizer.json");
+  const Json j = parse_json(read_file(src), src);
+  if (is_sentencepiece_style(j))
+    add_sentencepiece_keys(w, c, source, j);
+  else
+    add_from_tokenizer_json(w, c, source, j);
 }
 
 }  // namespace lmstack::model

@@ -9,12 +9,26 @@
 namespace lmstack::model {
 
 // Adds tokenizer.ggml.{model, pre, tokens, token_type, merges, bos_token_id, eos_token_id,
-// add_bos_token} and tokenizer.chat_template for the tokenizer at `source`: a model directory
+// add_bos_token} and tokenizer.chat_template[s] for the tokenizer at `source`: a model directory
 // whose tokenizer.json is a byte-level BPE (written as model "gpt2"; pre "gpt-2", "llama-bpe",
-// "qwen2" or "smollm" by its split), or a .gguf file whose tokenizer.* keys are copied. Ids
-// below config.vocab_size that have no token get "[PAD<id>]" with type unused (5), as
-// llama.cpp's converter does. Throws ConfigError for a tokenizer.json llama.cpp could not run
-// the same way (not BPE, not byte-level, an unnamed pre-tokenizer), naming the field.
+// "qwen2" or "smollm" by its split) or a SentencePiece-style BPE (model "llama", see
+// add_sentencepiece_keys), or a .gguf file whose tokenizer.* keys are copied. Ids below
+// config.vocab_size that have no token get "[PAD<id>]" with type unused (5), as llama.cpp's
+// converter does. Throws ConfigError for a tokenizer.json llama.cpp could not run the same way
+// (not BPE, neither byte-level nor SentencePiece-style, an unnamed pre-tokenizer), naming the
+// field.
 void add_tokenizer_keys(GgufWriter& w, const ModelConfig& config, const std::string& source);
+
+// tokenizer.ggml.{model = "llama", pre = "default", tokens, scores, token_type,
+// add_space_prefix, unknown_token_id} for a SentencePiece-style tokenizer.json (Llama 2,
+// Mistral, TinyLlama: BPE with byte_fallback; a Metaspace pre-tokenizer or a Prepend/Replace
+// U+2581 normalizer), as llama.cpp's convert_hf_to_gguf.py writes them from tokenizer.model,
+// plus the special-token keys (gguf_tokenizer_spm.cc).
+void add_sentencepiece_keys(GgufWriter& w, const ModelConfig& config, const std::string& dir,
+                            const Json& tokenizer_json);
+
+// bos/eos_token_id (config.json's ids first), add_bos_token and the chat templates of the
+// tokenizer in `dir`.
+void add_special_token_keys(GgufWriter& w, const ModelConfig& config, const std::string& dir);
 
 }  // namespace lmstack::model

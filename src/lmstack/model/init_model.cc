@@ -142,6 +142,11 @@ InitModelResult init_model(const InitModelOptions& o) {
   write_file_atomic(path_join(o.out_dir, "tokenizer.json"), tok.tokenizer_json);
   write_file_atomic(path_join(o.out_dir, "tokenizer_config.json"),
                     tok.tokenizer_config.dump(2) + "\n");
+  for (const auto& [name, text] : tok.template_files) {
+    const std::string path = path_join(o.out_dir, name);
+    make_directories(std::filesystem::path(path).parent_path().string());
+    write_file_atomic(path, text);
+  }
   write_file_atomic(path_join(o.out_dir, "generation_config.json"),
                     generation_config(tok).dump(2) + "\n");
   return {config.num_parameters(), static_cast<int64_t>(file.size()), timer.seconds()};

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "lmstack/core/json.h"
@@ -21,7 +22,7 @@ struct InitModelOptions {
   std::string out_dir;  // created if absent; files in it are replaced
   uint64_t seed = 0;
   float stddev = 0.02f;
-  std::string tokenizer_path;  // a tokenizer.json to copy instead of the byte-level one
+  std::string tokenizer_path;  // a tokenizer.json or tokenizer directory to copy instead
   int num_threads = 0;         // <= 0: ThreadPool default
 };
 
@@ -48,13 +49,21 @@ struct TokenizerFiles {
   int bos_id = -1;
   std::vector<int> eos_ids;
   int num_tokens = 0;  // highest id + 1
+  // Chat template files copied with it (relative path -> text), e.g. chat_template.jinja.
+  std::vector<std::pair<std::string, std::string>> template_files;
 };
-// Byte-level BPE: ids 0-255 are the bytes (GPT-2's byte-to-unicode spelling), 256 is
-// <|endoftext|> (bos and eos); `chat` adds <|im_start|> (257) and <|im_end|> (258, also an
-// eos) with a ChatML chat template.
+// Byte-level BPE, the BPE trainer's output on no text: ids 0-255 are the bytes (GPT-2's
+// byte-to-unicode spelling), 256 is <|endoftext|> (bos and eos); `chat` adds <|im_start|> (257)
+// and <|im_end|> (258, the eos of tokenizer_config; generation stops at 256 and 258) with a
+// ChatML chat template.
 TokenizerFiles byte_level_tokenizer(bool chat, int model_max_length);
-// Reads a tokenizer.json (and the tokenizer_config.json beside it, if any) to copy; bos/eos
-// ids come from tokenizer_config's bos_token/eos_token, else from well-known special tokens.
-TokenizerFiles copy_tokenizer(const std::string& tokenizer_json_path);
+// Reads a tokenizer.json, or a directory holding one, to copy with the tokenizer_config.json
+// beside it (if any) and, from a directory, its chat template files; bos/eos ids come from
+// tokenizer_config's bos_token/eos_token, else from well-known special tokens.
+TokenizerFiles copy_tokenizer(const std::string& source);
+// The chat template files in `dir` that transformers prefers to tokenizer_config.json's
+// template (chat_template.jinja, additional_chat_templates/*.jinja): relative path -> text,
+// sorted by path. Model writers (init-model, quantize) copy them along with the tokenizer.
+std::vector<std::pair<std::string, std::string>> chat_template_files(const std::string& dir);
 
 }  // namespace lmstack::model

@@ -13,6 +13,7 @@
 #include "lmstack/core/file.h"
 #include "lmstack/core/timer.h"
 #include "lmstack/kernels/quant.h"
+#include "lmstack/model/init_model.h"
 #include "lmstack/model/weights_internal.h"
 
 namespace lmstack::model {
@@ -237,6 +238,11 @@ void write_quantized_model_dir(const std::string& out_dir, const ModelDir& sourc
   if (!source.generation_config.is_null())
     write_file_atomic(path_join(out_dir, "generation_config.json"),
                       source.generation_config.dump(2) + "\n");
+  if (is_directory(source.path))  // chat_template.jinja outranks tokenizer_config's template
+    for (const auto& [name, text] : chat_template_files(source.path)) {
+      make_directories(std::filesystem::path(path_join(out_dir, name)).parent_path().string());
+      write_file_atomic(path_join(out_dir, name), text);
+    }
 }
 
 }  // namespace lmstack::model

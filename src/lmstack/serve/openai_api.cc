@@ -91,13 +91,23 @@ std::string error_json(const std::string& message, const std::string& type,
 
 OpenAiApi::OpenAiApi(Engine& engine, tokenizer::Tokenizer tokenizer, std::string model_id,
                      const std::string& chat_template)
-    : engine_(engine),
-      tokenizer_(std::move(tokenizer)),
-      model_id_(std::move(model_id)),
-      template_(tokenizer::ChatTemplate::parse(!chat_template.empty() ? chat_template
-                                               : !tokenizer_.chat_template().empty()
-                                                   ? tokenizer_.chat_template()
-                                                   : std::string(kDefaultChatTemplate))) {}
+    : engine_(engine), tokenizer_(std::move(tokenizer)), model_id_(std::move(model_id)) {
+  using tokenizer::ChatTemplate;
+  if (!chat_template.empty()) {
+    template_ = ChatTemplate::parse(chat_template, "--chat-template");
+    return;
+  }
+  const auto& named = tokenizer::chat_templates(tokenizer_);
+  if (named.empty()) {
+    const std::string& own = tokenizer_.chat_template();
+    template_ = ChatTemplate::parse(own.empty() ? std::string(kDefaultChatTemplate) : own);
+    return;
+  }
+  if (auto it = named.find("default"); it != named.end())
+    template_ = ChatTemplate::parse(it->second, "chat_template 'default'");
+  if (auto it = named.find("tool_use"); it != named.end())
+    tool_template_ = ChatTemplate::parse(it->second, "chat_template 'tool_use'");
+}
 
 DetokenizerFactory OpenAiApi::detokenizer_factory(const tokenizer::Tokenizer& tokenizer) {
   return [tokenizer] {
@@ -199,39 +209,6 @@ std::vector<int32_t> OpenAiApi::prompt_tokens(const Json& j) const {
   throw bad_field("prompt", "'prompt' must be a string, one string in an array, or token ids");
 }
 
-std::vector<int32_t> OpenAiApi::chat_tokens(const Json& j) const {
-  if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty())
-    throw bad_field("messages", "'messages' must be a non-empty array");
-  Json messages = Json::array();
-  for (const Json& m : j["messages"]) {
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-      throw bad_field("messages", "each message needs a string 'role'");
-    Json copy = m;
-    const Json& content = m.contains("content") ? m["content"] : Json(nullptr);
-    if (content.is_array()) {  // [{"type": "text", "text": ...}, ...]
-      std::string text;
-      for (const Json& part : content) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-            !part["text"].is_string())
-          throw bad_field("messages", "only text content parts are supported");
-        text += part["text"].get<std::string>();
-      }
-      copy["content"] = text;
-    } else if (!content.is_string() && !content.is_null()) {
-      throw bad_field("messages", "a message's 'content' must be a string or an array of parts");
-    }
-    messages.push_back(copy);
-  }
-  std::string text;
-  try {
-    text = tokenizer::render_chat(template_, messages, true, tokenizer_.bos_token(),
-                                  tokenizer_.eos_token());
-  } catch (const RequestError& e) {
-    throw bad_field("messages", fmt::format("the chat template rejected them: {}", e.what()));
-  }
-  return tokenizer_.encode(text, tokenizer::SpecialMode::kAllow);
-}
-
 namespace {
 
 // The prompt must leave room for at least one generated token.
@@ -266,7 +243,7 @@ ApiRequest OpenAiApi::parse_chat(const std::string& body) const {
   check_model(j);
   ApiRequest r;
   r.endpoint = Endpoint::kChat;
-  r.engine.prompt = chat_tokens(j);
+  r.engine.prompt = chat_tokens(body);
   check_prompt_length(r.engine.prompt.size(), engine_.max_context(), "messages");
   r.logprobs = bool_field(j, "logprobs").value_or(false);
   if (const auto top = int_field(j, "top_logprobs")) {
@@ -296,7 +273,7 @@ Json OpenAiApi::tokenize(const std::string& body) const {
   const Json j = parse_body(body);
   std::vector<int32_t> ids;
   if (j.contains("messages"))
-    ids = chat_tokens(j);
+    ids = chat_tokens(body);
   else if (j.contains("prompt") && j["prompt"].is_string())
     ids = tokenizer_.encode(j["prompt"].get<std::string>(), tokenizer::SpecialMode::kAllow);
   else
@@ -324,7 +301,7 @@ Json OpenAiApi::debug_prefix(const std::string& body) {
   const Json j = parse_body(body);
   std::vector<int32_t> ids;
   if (j.contains("messages"))
-    ids = chat_tokens(j);
+    ids = chat_tokens(body);
   else
     ids = prompt_tokens(j);
   const PrefixMatch m = engine_.explain_prefix(ids);

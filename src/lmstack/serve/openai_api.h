@@ -52,7 +52,8 @@ struct ApiRequest {
 
 class OpenAiApi {
  public:
-  // `chat_template` empty: the tokenizer's, else a ChatML default.
+  // `chat_template` empty: the tokenizer's (its "tool_use" template for requests with tools,
+  // when it names one, as transformers picks them), else a ChatML default.
   OpenAiApi(Engine& engine, tokenizer::Tokenizer tokenizer, std::string model_id,
             const std::string& chat_template = "");
 
@@ -76,12 +77,15 @@ class OpenAiApi {
   void check_model(const Json& j) const;
   void parse_sampling(const Json& j, ApiRequest& r, int default_max_tokens) const;
   std::vector<int32_t> prompt_tokens(const Json& j) const;
-  std::vector<int32_t> chat_tokens(const Json& j) const;
+  // The prompt of a chat body (openai_chat.cc), read in the client's key order.
+  std::vector<int32_t> chat_tokens(const std::string& body) const;
+  const tokenizer::ChatTemplate& chat_template(bool with_tools) const;
 
   Engine& engine_;
   tokenizer::Tokenizer tokenizer_;
   std::string model_id_;
-  tokenizer::ChatTemplate template_;
+  // For requests without tools, and with tools when the model names a "tool_use" template.
+  std::optional<tokenizer::ChatTemplate> template_, tool_template_;
 };
 
 }  // namespace lmstack::serve

@@ -10,12 +10,19 @@
 //
 // Ids: 0-255 are the single bytes (id = byte value), then one id per new token in merge order,
 // then the special tokens in the order given.
+//
+// train_bpe_tokenizer() also writes the tokenizer_config.json that names the EOS/BOS/PAD
+// tokens among the specials, so transformers' AutoTokenizer and lmstack (prepare-data,
+// init-model) load the pair as a model directory. It is the one byte-level tokenizer writer:
+// init-model's tokenizer is this trainer run with no text.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "lmstack/core/json.h"
 
 namespace lmstack::tokenizer {
 
@@ -44,5 +51,42 @@ struct BpeTrainerStats {
 std::string train_bpe_to_hf_json(const std::vector<std::string>& texts,
                                  const BpeTrainerOptions& options,
                                  BpeTrainerStats* stats = nullptr);
+
+// Which special tokens are BOS, EOS and PAD. Empty: picked by pick_special_roles().
+struct SpecialTokenRoles {
+  std::string bos, eos, pad;
+};
+
+// The roles given, checked to be among `specials` (ConfigError naming the token otherwise), with
+// the empty ones picked by name, first match in each list:
+//   eos: <|endoftext|> </s> <|end_of_text|> <eos> <|im_end|> <|eot_id|>, else the first special;
+//   bos: <s> <|begin_of_text|> <bos> <|startoftext|>, else the EOS token (GPT-2's convention:
+//        add_bos_token is false, so it is never prepended unless asked);
+//   pad: <pad> <|pad|> <|padding|> <|endofpad|>, else none.
+// With no special tokens all three stay empty.
+SpecialTokenRoles pick_special_roles(const std::vector<std::string>& specials,
+                                     SpecialTokenRoles given);
+
+struct TrainedTokenizer {
+  std::string tokenizer_json;  // the tokenizer.json text
+  // tokenizer_config.json: PreTrainedTokenizerFast, bos/eos/pad_token (null when absent),
+  // add_bos_token false, added_tokens_decoder, and chat_template / model_max_length if set.
+  Json tokenizer_config;
+  SpecialTokenRoles roles;                    // as resolved
+  int bos_id = -1, eos_id = -1, pad_id = -1;  // -1: none
+  int num_tokens = 0;                         // highest id + 1
+};
+
+struct TokenizerConfigOptions {
+  SpecialTokenRoles roles;       // empty members: picked by pick_special_roles()
+  std::string chat_template;     // written when not empty
+  int64_t model_max_length = 0;  // written when > 0
+};
+
+// train_bpe_to_hf_json() plus the tokenizer_config.json for it (throws as both do).
+TrainedTokenizer train_bpe_tokenizer(const std::vector<std::string>& texts,
+                                     const BpeTrainerOptions& options,
+                                     const TokenizerConfigOptions& config,
+                                     BpeTrainerStats* stats = nullptr);
 
 }  // namespace lmstack::tokenizer

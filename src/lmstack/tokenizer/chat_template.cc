@@ -6,6 +6,7 @@
 #include "lmstack/core/error.h"
 #include "lmstack/tokenizer/jinja_context.h"
 #include "lmstack/tokenizer/jinja_parser.h"
+#include "lmstack/tokenizer/tokenizer_impl.h"
 
 namespace lmstack::tokenizer {
 
@@ -44,17 +45,55 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& context) const {
   return render_json(context);
 }
 
-std::string render_chat(const ChatTemplate& chat_template, const Json& messages,
-                        bool add_generation_prompt, const std::string& bos_token,
-                        const std::string& eos_token) {
-  Json context = Json::object();
+const std::map<std::string, std::string>& chat_templates(const Tokenizer& tokenizer) {
+  return tokenizer.impl().chat_templates;
+}
+
+const std::string& chat_template_for(const Tokenizer& tokenizer, bool with_tools) {
+  const TokenizerImpl& t = tokenizer.impl();
+  if (t.chat_templates.empty()) return t.chat_template;
+  if (auto it = t.chat_templates.find("tool_use"); with_tools && it != t.chat_templates.end())
+    return it->second;
+  if (auto it = t.chat_templates.find("default"); it != t.chat_templates.end()) return it->second;
+  std::string names;
+  for (const auto& [name, text] : t.chat_templates) names += (names.empty() ? "" : ", ") + name;
+  throw_error<ConfigError>("{}: the model has chat templates named [{}] and no 'default'{}", t.name,
+                           names,
+                           !with_tools && t.chat_templates.count("tool_use")
+                               ? " (only requests with tools use 'tool_use')"
+                               : "");
+}
+
+namespace {
+
+template <class J>
+std::string render_chat_json(const ChatTemplate& chat_template, const J& messages, const J& tools,
+                             bool add_generation_prompt, const std::string& bos_token,
+                             const std::string& eos_token) {
+  J context = J::object();
   context["messages"] = messages;
-  context["tools"] = nullptr;  // transformers always passes tools and documents (None)
+  context["tools"] = tools;  // transformers always passes tools and documents (None if absent)
   context["documents"] = nullptr;
   context["add_generation_prompt"] = add_generation_prompt;
   context["bos_token"] = bos_token;
   context["eos_token"] = eos_token;
   return chat_template.render(context);
+}
+
+}  // namespace
+
+std::string render_chat(const ChatTemplate& chat_template, const Json& messages,
+                        bool add_generation_prompt, const std::string& bos_token,
+                        const std::string& eos_token) {
+  return render_chat_json(chat_template, messages, Json(nullptr), add_generation_prompt, bos_token,
+                          eos_token);
+}
+
+std::string render_chat(const ChatTemplate& chat_template, const nlohmann::ordered_json& messages,
+                        const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                        const std::string& bos_token, const std::string& eos_token) {
+  return render_chat_json(chat_template, messages, tools, add_generation_prompt, bos_token,
+                          eos_token);
 }
 
 }  // namespace lmstack::tokenizer

@@ -24,6 +24,7 @@
 // ordered_json overload).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -34,6 +35,7 @@ namespace lmstack::tokenizer {
 namespace jinja {
 struct Stmt;
 }
+class Tokenizer;
 
 class ChatTemplate {
  public:
@@ -63,11 +65,30 @@ class ChatTemplate {
   std::shared_ptr<const Tree> tree_;
 };
 
+// A model's chat templates, found as transformers 4.5x / 5.x finds them beside the tokenizer
+// (Tokenizer::load): chat_template.jinja ("default") and additional_chat_templates/<name>.jinja
+// replace tokenizer_config.json's "chat_template" (a string, or a list of {name, template});
+// without either, a processor's chat_template.json. Tokenizer::chat_template() is the default.
+//
+// All templates by name when the model has several (transformers' dict form); empty when it
+// has one or none.
+const std::map<std::string, std::string>& chat_templates(const Tokenizer& tokenizer);
+// The template apply_chat_template uses (transformers' get_chat_template): "tool_use" when
+// tools are given and the model has it, else the default; "" if the model has none. Throws
+// ConfigError naming the templates when the model has named ones but none applies.
+const std::string& chat_template_for(const Tokenizer& tokenizer, bool with_tools);
+
 // Renders `messages` (a JSON array of {role, content, ...}) with the variables transformers'
 // apply_chat_template passes: add_generation_prompt, bos_token, eos_token, and tools and
 // documents set to null.
 std::string render_chat(const ChatTemplate& chat_template, const Json& messages,
                         bool add_generation_prompt, const std::string& bos_token,
                         const std::string& eos_token);
+// The same in the client's key order (dicts in messages and tools serialize through tojson as
+// sent, as Python's json.loads hands them to transformers), with `tools` (null, or an array of
+// tool schemas) passed as the template's `tools` variable. Serving uses this one.
+std::string render_chat(const ChatTemplate& chat_template, const nlohmann::ordered_json& messages,
+                        const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                        const std::string& bos_token, const std::string& eos_token);
 
 }  // namespace lmstack::tokenizer

@@ -1,6 +1,6 @@
 // Tokenizers from GGUF metadata (keys as llama.cpp's gguf-py writes them: tokenizer.ggml.model,
 // .tokens, .token_type, .scores, .merges, .pre, .bos/eos/unknown_token_id, .add_bos_token,
-// .add_space_prefix, tokenizer.chat_template), built on the same BPE model and text pipeline as
+// .add_space_prefix, tokenizer.chat_template[s]), built on the same BPE model and text pipeline as
 // tokenizer.json files:
 //   "gpt2"   byte-level BPE: tokens in GPT-2's byte alphabet, merges "LEFT RIGHT" by rank, and
 //            the pre-tokenizer named by tokenizer.ggml.pre (a small table of llama.cpp's names).
@@ -241,6 +241,11 @@ std::shared_ptr<TokenizerImpl> build_gguf(const GgufFile& f) {
   t->eos_token = token_text(f, "tokenizer.ggml.eos_token_id");
   t->add_bos_token = f.get_bool("tokenizer.ggml.add_bos_token", model == "llama");
   t->chat_template = f.get_string("tokenizer.chat_template", "");
+  if (f.has("tokenizer.chat_templates")) {  // gguf-py's named templates
+    for (const std::string& name : f.get_strings("tokenizer.chat_templates"))
+      t->chat_templates[name] = f.get_string("tokenizer.chat_template." + name);
+    if (!t->chat_template.empty()) t->chat_templates["default"] = t->chat_template;
+  }
   t->finalize();
   return t;
 }

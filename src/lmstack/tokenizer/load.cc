@@ -1,5 +1,7 @@
-// Tokenizer::load: finds the tokenizer files behind a path and reads tokenizer_config.json.
+// Tokenizer::load: finds the tokenizer files behind a path and reads tokenizer_config.json and
+// the chat templates beside it.
 #include <filesystem>
+#include <map>
 
 #include "lmstack/core/error.h"
 #include "lmstack/core/file.h"
@@ -20,25 +22,80 @@ std::string token_text(const Json& v) {
   return "";
 }
 
+// tokenizer_config.json's "chat_template": a string, or transformers' list of named templates
+// [{"name": "default", "template": ...}, {"name": "tool_use", ...}].
+std::map<std::string, std::string> config_chat_templates(const Json& c, const std::string& path) {
+  std::map<std::string, std::string> out;
+  const Json& tmpl = c.value("chat_template", Json());
+  if (tmpl.is_string()) {
+    out["default"] = tmpl.get<std::string>();
+  } else if (tmpl.is_array()) {
+    for (size_t i = 0; i < tmpl.size(); ++i) {
+      const Json& e = tmpl[i];
+      if (!e.is_object() || !e.contains("name") || !e["name"].is_string() ||
+          !e.contains("template") || !e["template"].is_string())
+        throw_error<FormatError>(
+            "{}: chat_template[{}] must be {{\"name\": string, "
+            "\"template\": string}}",
+            path, i);
+      out[e["name"].get<std::string>()] = e["template"].get<std::string>();
+    }
+  } else if (!tmpl.is_null()) {
+    throw_error<FormatError>("{}: chat_template must be a string or a list of named templates",
+                             path);
+  }
+  return out;
+}
+
+// The chat templates files beside the tokenizer give, as transformers' from_pretrained reads
+// them (tokenization_utils_base.py, 4.5x and 5.x): chat_template.jinja is "default" and
+// additional_chat_templates/<name>.jinja is <name>; when any exists they replace the
+// tokenizer_config.json entry entirely.
+std::map<std::string, std::string> file_chat_templates(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  const std::string jinja = path_join(dir, "chat_template.jinja");
+  if (file_exists(jinja)) out["default"] = read_file(jinja);
+  const std::string extra = path_join(dir, "additional_chat_templates");
+  if (is_directory(extra))
+    for (const auto& e : fs::directory_iterator(extra))
+      if (e.path().extension() == ".jinja")
+        out[e.path().stem().string()] = read_file(e.path().string());
+  return out;
+}
+
+// A processor's legacy chat_template.json ({"chat_template": "..."}): transformers'
+// AutoProcessor uses it; lmstack takes it only when the tokenizer has no template (a model whose
+// template ships only with its processor).
+std::map<std::string, std::string> processor_chat_template(const std::string& dir) {
+  const std::string path = path_join(dir, "chat_template.json");
+  if (!file_exists(path)) return {};
+  const Json j = read_json_file(path);
+  if (!j.is_object() || !j.contains("chat_template") || !j["chat_template"].is_string())
+    throw_error<FormatError>("{}: expected {{\"chat_template\": string}}", path);
+  return {{"default", j["chat_template"].get<std::string>()}};
+}
+
+void set_chat_templates(std::map<std::string, std::string> templates, TokenizerImpl& t) {
+  auto it = templates.find("default");
+  t.chat_template = it != templates.end() ? it->second : "";
+  // One template named "default" is transformers' plain-string form; anything else its dict.
+  if (!(templates.size() == 1 && it != templates.end())) t.chat_templates = std::move(templates);
+}
+
 void apply_tokenizer_config(const std::string& dir, TokenizerImpl& t) {
   const std::string path = path_join(dir, "tokenizer_config.json");
+  std::map<std::string, std::string> templates;
   if (file_exists(path)) {
     const Json c = read_json_file(path);
     if (!c.is_object()) throw_error<FormatError>("{}: expected a JSON object", path);
     if (c.contains("bos_token")) t.bos_token = token_text(c["bos_token"]);
     if (c.contains("eos_token")) t.eos_token = token_text(c["eos_token"]);
     t.add_bos_token = optional<bool>(c, "add_bos_token", t.add_bos_token, path);
-    const Json& tmpl = c.value("chat_template", Json());
-    if (tmpl.is_string()) {
-      t.chat_template = tmpl.get<std::string>();
-    } else if (tmpl.is_array()) {  // [{"name": "default", "template": ...}, ...]
-      for (const Json& e : tmpl)
-        if (e.is_object() && (t.chat_template.empty() || e.value("name", "") == "default"))
-          t.chat_template = e.value("template", "");
-    }
+    templates = config_chat_templates(c, path);
   }
-  const std::string jinja = path_join(dir, "chat_template.jinja");
-  if (t.chat_template.empty() && file_exists(jinja)) t.chat_template = read_file(jinja);
+  if (auto files = file_chat_templates(dir); !files.empty()) templates = std::move(files);
+  if (templates.empty()) templates = processor_chat_template(dir);
+  set_chat_templates(std::move(templates), t);
 }
 
 // The encoding a rank file stands for: the hint, else its name (cl100k_base.tiktoken), else

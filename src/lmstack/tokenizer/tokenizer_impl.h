@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,7 +45,9 @@ struct TokenizerImpl {
   bool decode_byte_fallback = false;
   int decode_strip_leading_spaces = 0;
 
-  std::string bos_token, eos_token, chat_template;
+  std::string bos_token, eos_token, chat_template;  // chat_template: the default one
+  // Named templates (transformers' dict form), by name; empty when there is one or none.
+  std::map<std::string, std::string> chat_templates;
   bool add_bos_token = false;
 
   // Built by finalize().
