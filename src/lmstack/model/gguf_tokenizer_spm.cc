@@ -18,8 +18,8 @@
 // SentencePiece cannot), other normalizers or pre-tokenizers, continuing_subword_prefix /
 // end_of_word_suffix.
 #include <algorithm>
+#include <cctype>
 #include <map>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -28,6 +28,12 @@
 
 namespace lmstack::model {
 namespace {
+
+// SentencePiece's byte-fallback pieces: exactly "<0xHH>" with two hex digits.
+bool is_byte_token(const std::string& t) {
+  auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+  return t.size() == 6 && t.compare(0, 3, "<0x") == 0 && hex(t[3]) && hex(t[4]) && t[5] == '>';
+}
 
 constexpr const char* kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's space
 enum SpmTokenType : int64_t { kNormal = 1, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
@@ -132,11 +138,10 @@ void add_sentencepiece_keys(GgufWriter& w, const ModelConfig& c, const std::stri
   std::vector<int64_t> types(static_cast<size_t>(n), kUnused);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = "[PAD" + std::to_string(i) + "]";
   const double below_merges = -static_cast<double>(model.value("merges", Json::array()).size());
-  const std::regex byte_token("<0x[0-9A-Fa-f]{2}>");
   for (const auto& [tok, id] : vocab.items()) {
     const auto i = id.get<size_t>();
     tokens[i] = tok;
-    const bool is_byte = byte_fallback && std::regex_match(tok, byte_token);
+    const bool is_byte = byte_fallback && is_byte_token(tok);
     types[i] = is_byte ? kByte : kNormal;
     const auto it = scores_of.find(tok);
     scores[i] = is_byte ? 0.0 : it != scores_of.end() ? it->second : below_merges;
