@@ -110,8 +110,13 @@ void write_model_dir(const std::string& dir, const ModelConfig& config,
                      const std::vector<std::pair<std::string, Tensor>>& tensors,
                      const ModelDirFiles& files, int64_t max_shard_bytes) {
   make_directories(dir);
-  write_file_atomic(path_join(dir, "config.json"), config.to_json().dump(2) + "\n");
   write_weights(dir, tensors, max_shard_bytes);
+  write_model_files(dir, config, files);
+}
+
+void write_model_files(const std::string& dir, const ModelConfig& config,
+                       const ModelDirFiles& files) {
+  write_file_atomic(path_join(dir, "config.json"), config.to_json().dump(2) + "\n");
   if (!files.tokenizer_json.empty())
     write_file_atomic(path_join(dir, "tokenizer.json"), files.tokenizer_json);
   if (!files.tokenizer_config.is_null())

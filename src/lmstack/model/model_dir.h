@@ -71,5 +71,9 @@ struct ModelDirFiles {
 void write_model_dir(const std::string& dir, const ModelConfig& config,
                      const std::vector<std::pair<std::string, Tensor>>& tensors,
                      const ModelDirFiles& files, int64_t max_shard_bytes = 0);
+// The same files without the weights (config.json, tokenizer and generation files) into an
+// existing `dir`: what a sharded checkpoint writes beside its own weight shards.
+void write_model_files(const std::string& dir, const ModelConfig& config,
+                       const ModelDirFiles& files);
 
 }  // namespace lmstack::model

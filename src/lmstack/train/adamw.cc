@@ -59,21 +59,25 @@ void AdamW::step(ThreadPool& pool, float lr) {
                  params_[i].value->numel());
 }
 
-double global_grad_norm(ThreadPool& pool, const std::vector<ParamRef>& params) {
+double sum_squares(ThreadPool& pool, const float* g, int64_t n) {
   double total = 0;
   std::mutex mu;
-  for (const ParamRef& p : params) {
-    const float* g = p.grad->data<float>();
-    pool.parallel_for(
-        p.grad->numel(),
-        [&](int64_t begin, int64_t end) {
-          double s = 0;
-          for (int64_t j = begin; j < end; ++j) s += static_cast<double>(g[j]) * g[j];
-          std::lock_guard<std::mutex> lock(mu);
-          total += s;
-        },
-        1 << 16);
-  }
+  pool.parallel_for(
+      n,
+      [&](int64_t begin, int64_t end) {
+        double s = 0;
+        for (int64_t j = begin; j < end; ++j) s += static_cast<double>(g[j]) * g[j];
+        std::lock_guard<std::mutex> lock(mu);
+        total += s;
+      },
+      1 << 16);
+  return total;
+}
+
+double global_grad_norm(ThreadPool& pool, const std::vector<ParamRef>& params) {
+  double total = 0;
+  for (const ParamRef& p : params)
+    total += sum_squares(pool, p.grad->data<float>(), p.grad->numel());
   return std::sqrt(total);
 }
 

@@ -58,6 +58,8 @@ struct AdamWStep {
 void adamw_update(ThreadPool& pool, const AdamWStep& s, bool decay, float* p, const float* g,
                   float* m, float* v, int64_t n);
 
+// Σ g² over g[0, n), accumulated in double.
+double sum_squares(ThreadPool& pool, const float* g, int64_t n);
 // sqrt(Σ g²) over all gradients (accumulated in double).
 double global_grad_norm(ThreadPool& pool, const std::vector<ParamRef>& params);
 // Scales the gradients so their global norm is at most max_norm (no-op when max_norm <= 0).

@@ -31,21 +31,6 @@ struct Pending {
   bool traced = false;
 };
 
-double sum_squares(ThreadPool& pool, const float* g, int64_t n) {
-  double total = 0;
-  std::mutex mu;
-  pool.parallel_for(
-      n,
-      [&](int64_t begin, int64_t end) {
-        double s = 0;
-        for (int64_t j = begin; j < end; ++j) s += static_cast<double>(g[j]) * g[j];
-        std::lock_guard<std::mutex> lock(mu);
-        total += s;
-      },
-      1 << 16);
-  return total;
-}
-
 Tensor floats(int64_t n, MemoryCategory category) {
   return Tensor::zeros(Shape{n}, DType::kF32, category);
 }

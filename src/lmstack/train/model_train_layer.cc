@@ -22,6 +22,17 @@ HostBuffer floats(int64_t count) {
   return HostBuffer(static_cast<size_t>(count) * sizeof(float), MemoryCategory::kActivations);
 }
 
+// Layer l's attention shape: softmax scale 1/sqrt(d) and the layer's sliding window (0: none).
+AttentionDims attention_dims(const model::ModelConfig& c, int l, int batch, int seq) {
+  return AttentionDims{batch,
+                       seq,
+                       c.num_heads,
+                       c.num_kv_heads,
+                       c.head_dim,
+                       1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+                       c.attention_window(l)};
+}
+
 }  // namespace
 
 int64_t TrainModel::Buffers::bytes() const {
@@ -144,13 +155,7 @@ void TrainModel::layer_forward(int l, int batch, int seq) {
     kernels::rope(fptr(a.k), b.positions.data(), n, c.num_kv_heads, c.head_dim, c.head_dim,
                   inv_freq_.data(), kernels::RopeStyle::kRotateHalf);
   }
-  const AttentionDims dims{batch,
-                           seq,
-                           c.num_heads,
-                           c.num_kv_heads,
-                           c.head_dim,
-                           1.0f / std::sqrt(static_cast<float>(c.head_dim)),
-                           c.attention_window(l)};
+  const AttentionDims dims = attention_dims(c, l, batch, seq);
   attention_forward(pool_, fptr(a.att), fptr(a.probs), fptr(a.q), fptr(a.k), fptr(a.v), dims);
   const size_t row_bytes = static_cast<size_t>(n * c.hidden_size) * sizeof(float);
   std::memcpy(a.x_mid.data(), x, row_bytes);
@@ -206,13 +211,7 @@ void TrainModel::attention_backward_block(int l, int batch, int seq, float* dx) 
   const int64_t n = static_cast<int64_t>(batch) * seq;
   std::memset(b.datt.data(), 0, static_cast<size_t>(n * c.q_dim()) * sizeof(float));
   linear_backward(fptr(b.datt), g.wo, g.bo, dx, fptr(a.att), w.wo, n);
-  const AttentionDims dims{batch,
-                           seq,
-                           c.num_heads,
-                           c.num_kv_heads,
-                           c.head_dim,
-                           1.0f / std::sqrt(static_cast<float>(c.head_dim)),
-                           c.attention_window(l)};
+  const AttentionDims dims = attention_dims(c, l, batch, seq);
   attention_backward(pool_, fptr(b.dq), fptr(b.dk), fptr(b.dv), fptr(b.datt), fptr(a.q), fptr(a.k),
                      fptr(a.v), fptr(a.probs), dims);
   if (!c.learned_positions) {

@@ -171,19 +171,6 @@ Json index_json(const FlatLayout& layout, int zero) {
           {"tensors", tensors}};
 }
 
-void write_model_files(const std::string& dir, const model::ModelConfig& config,
-                       const model::ModelDirFiles& files) {
-  write_file_atomic(path_join(dir, "config.json"), config.to_json().dump(2) + "\n");
-  if (!files.tokenizer_json.empty())
-    write_file_atomic(path_join(dir, "tokenizer.json"), files.tokenizer_json);
-  if (!files.tokenizer_config.is_null())
-    write_file_atomic(path_join(dir, "tokenizer_config.json"),
-                      files.tokenizer_config.dump(2) + "\n");
-  if (!files.generation_config.is_null())
-    write_file_atomic(path_join(dir, "generation_config.json"),
-                      files.generation_config.dump(2) + "\n");
-}
-
 Tensor chunk_copy(const float* src, int64_t n) {
   Tensor t = Tensor::zeros(Shape{n}, DType::kF32, MemoryCategory::kBuffers);
   std::memcpy(t.raw_data(), src, static_cast<size_t>(n) * sizeof(float));
@@ -214,7 +201,7 @@ std::string save_sharded_checkpoint(const std::string& out_dir, const TrainModel
   model::write_safetensors(path_join(dir, shard_file(rank, world)), tensors);
   comm.barrier();  // every shard is on disk before the index names them
   if (rank == 0) {
-    write_model_files(dir, model.config(), files);
+    model::write_model_files(dir, model.config(), files);
     write_file_atomic(path_join(dir, kIndex), index_json(layout, dp.zero()).dump(1) + "\n");
     const Json j = {{"format", "lmstack.checkpoint.v1"},
                     {"step", state.step},
