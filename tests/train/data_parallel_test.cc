@@ -146,6 +146,9 @@ TEST(DataParallelTest, LoggedBytesFollowZeroFormulas) {
       EXPECT_NEAR(w, zero == 3 ? 4 * params / 2 : 4 * params, pad) << zero;
       EXPECT_NEAR(g, zero >= 2 ? 4 * params / 2 : 4 * params, pad) << zero;
       EXPECT_NEAR(o, zero >= 1 ? 8 * params / 2 : 8 * params, 2 * pad) << zero;
+      // The last step evaluates (a larger batch than a rank's slice): the line still reports
+      // the training step's activations, as the per-rank entries (taken before it) do.
+      EXPECT_EQ(rk["activations_bytes"], line["measured"]["activations_bytes"]) << zero;
       const Json& moved = rk["comm_bytes"];
       // Stage 0 all-reduces; stages 1-3 reduce-scatter gradients and all-gather weights.
       EXPECT_EQ(moved["all_reduce"].get<int64_t>() > 0, zero == 0) << zero;

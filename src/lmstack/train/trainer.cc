@@ -113,7 +113,8 @@ double mean_over_ranks(dist::Comm& comm, double value) {
 }
 
 // Bytes this rank holds: weights (bf16 compute copies in mixed precision), f32 gradients,
-// optimizer state (m, v, and the f32 master in mixed precision), activations.
+// optimizer state (m, v, and the f32 master in mixed precision), activations of the last
+// training step.
 std::array<int64_t, 6> held_bytes(Run& r) {
   const bool mixed = r.tc.dtype != DType::kF32;
   int64_t master = 0, grads = 0, opt = 0, peak_master = 0, peak_grads = 0;
@@ -129,7 +130,7 @@ std::array<int64_t, 6> held_bytes(Run& r) {
   return {mixed ? master / 2 : master,
           grads,
           opt + (mixed ? master : 0),
-          r.model->activation_bytes(),
+          r.train_activation_bytes,
           mixed ? peak_master / 2 : peak_master,
           peak_grads};
 }
