@@ -31,6 +31,13 @@ struct Pending {
   bool traced = false;
 };
 
+// Records p's span (once) now that it has been seen complete.
+void trace_done(Pending& p, TraceRecorder* trace) {
+  if (trace && !p.traced)
+    trace->span(p.name, "comm", TraceRecorder::kCommTrack, p.begin, TraceRecorder::now());
+  p.traced = true;
+}
+
 Tensor floats(int64_t n, MemoryCategory category) {
   return Tensor::zeros(Shape{n}, DType::kF32, category);
 }
@@ -140,10 +147,15 @@ float* DataParallel::owned_exp_avg_sq(size_t u) { return units_[u]->v.data<float
 
 // ---- hooks ----------------------------------------------------------------------------------
 
-const char* DataParallel::group_label(int group, std::string& out) const {
+// The span of `group`'s forward or backward (`phase`), from its before_* hook to now.
+void DataParallel::trace_compute(const char* phase, int group) {
+  if (!trace_) return;
   const int head = layout_.num_groups - 1;
-  out = group == 0 ? "embed" : group == head ? "head" : fmt::format("layer {}", group - 1);
-  return out.c_str();
+  const std::string what = group == 0      ? "embed"
+                           : group == head ? "head"
+                                           : fmt::format("layer {}", group - 1);
+  trace_->span(fmt::format("{} {}", phase, what), phase, TraceRecorder::kComputeTrack, span_begin_,
+               TraceRecorder::now());
 }
 
 std::vector<int> DataParallel::units_read(int group, bool backward) const {
@@ -165,10 +177,7 @@ void DataParallel::before_forward(int group) {
 }
 
 void DataParallel::after_forward(int group) {
-  std::string label;
-  if (trace_)
-    trace_->span("forward " + std::string(group_label(group, label)), "forward",
-                 TraceRecorder::kComputeTrack, span_begin_, TraceRecorder::now());
+  trace_compute("forward", group);
   if (group != layout_.num_groups - 1)  // the head's backward follows at once: keep it
     for (int u : units_read(group, false)) release(u);
   progress();
@@ -187,10 +196,7 @@ void DataParallel::before_backward(int group) {
 }
 
 void DataParallel::after_backward(int group) {
-  std::string label;
-  if (trace_)
-    trace_->span("backward " + std::string(group_label(group, label)), "backward",
-                 TraceRecorder::kComputeTrack, span_begin_, TraceRecorder::now());
+  trace_compute("backward", group);
   for (int u : units_read(group, true)) release(u);
   const int unit = layout_.unit_of_group[static_cast<size_t>(group)];
   if (last_micro_batch_ && layout_.units[static_cast<size_t>(unit)].groups.back() == group)
@@ -203,19 +209,14 @@ void DataParallel::after_backward(int group) {
 void DataParallel::progress() {
   for (auto& u : units_)
     for (Pending* p : {&u->reduce, &u->gather})
-      if (p->request && !p->traced && p->request->test()) {
-        if (trace_)
-          trace_->span(p->name, "comm", TraceRecorder::kCommTrack, p->begin, TraceRecorder::now());
-        p->traced = true;
-      }
+      if (p->request && !p->traced && p->request->test()) trace_done(*p, trace_);
 }
 
 namespace {
 void finish(Pending& p, TraceRecorder* trace) {
   if (!p.request) return;
   p.request->wait();
-  if (trace && !p.traced)
-    trace->span(p.name, "comm", TraceRecorder::kCommTrack, p.begin, TraceRecorder::now());
+  trace_done(p, trace);
   p = Pending();
 }
 }  // namespace

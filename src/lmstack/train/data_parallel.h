@@ -96,7 +96,7 @@ class DataParallel final : public TrainHooks {
   float* reduced_grads(size_t unit);  // the reduced gradient at element owned_range().first
   void progress();
   void account();
-  const char* group_label(int group, std::string& out) const;
+  void trace_compute(const char* phase, int group);
 
   TrainModel& model_;
   dist::Comm& comm_;
