@@ -29,29 +29,10 @@ int64_t modeled_bytes_sent(CommKind kind, int64_t payload_bytes, int n) {
 }
 
 void Comm::record(CommKind kind, int64_t payload_bytes) {
-  const int64_t b = modeled_bytes_sent(kind, payload_bytes, size());
-  int64_t* field = nullptr;
-  switch (kind) {
-    case CommKind::kAllReduce:
-      field = &stats_.all_reduce_bytes;
-      break;
-    case CommKind::kReduceScatter:
-      field = &stats_.reduce_scatter_bytes;
-      break;
-    case CommKind::kAllGather:
-      field = &stats_.all_gather_bytes;
-      break;
-    case CommKind::kBroadcast:
-      field = &stats_.broadcast_bytes;
-      break;
-    case CommKind::kP2p:
-      field = &stats_.p2p_bytes;
-      break;
-    case CommKind::kAllToAll:
-      field = &stats_.all_to_all_bytes;
-      break;
-  }
-  *field += b;
+  int64_t* const fields[] = {&stats_.all_reduce_bytes, &stats_.reduce_scatter_bytes,
+                             &stats_.all_gather_bytes, &stats_.broadcast_bytes,
+                             &stats_.p2p_bytes,        &stats_.all_to_all_bytes};  // CommKind order
+  *fields[static_cast<size_t>(kind)] += modeled_bytes_sent(kind, payload_bytes, size());
   ++stats_.calls;
 }
 
