@@ -5,6 +5,7 @@
 // broadcast and send S.
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "lmstack/core/error.h"
 #include "lmstack/core/half.h"
@@ -34,6 +35,14 @@ void Comm::record(CommKind kind, int64_t payload_bytes) {
                              &stats_.p2p_bytes,        &stats_.all_to_all_bytes};  // CommKind order
   *fields[static_cast<size_t>(kind)] += modeled_bytes_sent(kind, payload_bytes, size());
   ++stats_.calls;
+}
+
+void wait_unwaited(Request& request, bool abort_on_error) noexcept {
+  try {
+    request.wait();
+  } catch (const std::exception& e) {
+    if (abort_on_error) abort_all(std::string("an unwaited request failed: ") + e.what());
+  }
 }
 
 int64_t comm_element_bytes(DType dtype, const char* op) {

@@ -95,13 +95,7 @@ class LocalRequest final : public Request {
         seq_(seq),
         slot_(std::move(slot)),
         finish_(std::move(finish)) {}
-  ~LocalRequest() override {
-    try {
-      wait();
-    } catch (const std::exception&) {
-      // Only an aborted group fails a wait; the abort is reported by whoever caused it.
-    }
-  }
+  ~LocalRequest() override { wait_unwaited(*this, false); }
   void wait() override {
     if (done_) return;
     std::unique_lock lock(g_->u->mu);
@@ -144,12 +138,7 @@ class RecvRequest final : public Request {
  public:
   RecvRequest(std::shared_ptr<Group> g, int rank, int src, int tag, void* buf, int64_t bytes)
       : g_(std::move(g)), rank_(rank), src_(src), tag_(tag), buf_(buf), bytes_(bytes) {}
-  ~RecvRequest() override {
-    try {
-      wait();
-    } catch (const std::exception&) {
-    }
-  }
+  ~RecvRequest() override { wait_unwaited(*this, false); }
   void wait() override {
     if (done_) return;
     std::unique_lock lock(g_->u->mu);

@@ -75,13 +75,7 @@ int mpi_count(int64_t count, const char* op, int rank) {
 class P2pRequest final : public Request {
  public:
   explicit P2pRequest(int rank) : rank_(rank) {}
-  ~P2pRequest() override {
-    try {
-      wait();
-    } catch (const std::exception& e) {
-      abort_all(std::string("an unwaited request failed: ") + e.what());
-    }
-  }
+  ~P2pRequest() override { wait_unwaited(*this, true); }
   void wait() override {
     if (done_) return;
     done_ = true;

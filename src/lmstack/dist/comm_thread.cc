@@ -2,7 +2,7 @@
 // operation that waits on its completion flag.
 #include "lmstack/dist/comm_thread.h"
 
-#include <string>
+#include "lmstack/dist/comm_util.h"
 
 namespace lmstack::dist {
 
@@ -20,13 +20,7 @@ class TaskRequest final : public Request {
  public:
   TaskRequest(std::shared_ptr<CommThread::Task> task, std::function<void()> finish)
       : task_(std::move(task)), finish_(std::move(finish)) {}
-  ~TaskRequest() override {
-    try {
-      wait();
-    } catch (const std::exception& e) {  // nobody is left to see this error: end every rank
-      abort_all(std::string("an unwaited request failed: ") + e.what());
-    }
-  }
+  ~TaskRequest() override { wait_unwaited(*this, true); }
   void wait() override {
     if (finished_) return;
     {
