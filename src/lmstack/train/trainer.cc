@@ -222,56 +222,46 @@ void save(Run& r) {
   r.log->flush();
 }
 
-// One data-parallel step: this rank's slice of each global micro-batch, gradients reduced by
-// the engine during the last backward, loss averaged over ranks.
-std::pair<double, double> train_step_dp(Run& r) {
+// One optimizer step; returns (mean loss, grad norm before clipping). Data parallel: this
+// rank's slice of each global micro-batch, gradients reduced by the engine during the last
+// backward, loss averaged over ranks (one rank: the whole batch, the model's own optimizer).
+std::pair<double, double> train_step(Run& r) {
   const TrainConfig& tc = r.tc;
-  const int n = r.comm->size(), local = tc.batch / n;
+  const int local = tc.batch / r.comm->size();
   const size_t first = static_cast<size_t>(r.comm->rank()) * static_cast<size_t>(local) *
                        static_cast<size_t>(tc.seq);
-  r.dp->zero_grads();
-  r.dp->reset_peaks();
+  if (r.dp) {
+    r.dp->zero_grads();
+    r.dp->reset_peaks();
+  } else {
+    r.model->zero_grads();
+  }
   std::vector<int32_t> in, tg;
   const float scale =
       1.0f / static_cast<float>(static_cast<int64_t>(tc.batch) * tc.seq * tc.grad_accum);
   double loss = 0;
   for (int m = 0; m < tc.grad_accum; ++m) {
     r.train->next_batch(tc.batch, in, tg);  // the global batch; this rank reads its slice
-    r.dp->begin_micro_batch(m == tc.grad_accum - 1);
+    if (r.dp) r.dp->begin_micro_batch(m == tc.grad_accum - 1);
     loss += r.model->forward_backward(in.data() + first, tg.data() + first, local, tc.seq, scale) /
             tc.grad_accum;
   }
-  r.dp->finish_gradients();
-  loss = mean_over_ranks(*r.comm, loss);
-  if (!std::isfinite(loss))
-    throw_error<Error>("step {}: the loss is {}; stopping without saving this state", r.step + 1,
-                       loss);
-  const double norm = r.dp->clip_grad_norm(tc.grad_clip);
-  r.dp->optimizer_step(static_cast<float>(learning_rate(tc.lr, r.step)));
-  r.model->sync_compute_weights();
-  ++r.step;
-  return {loss, norm};
-}
-
-// One optimizer step; returns (mean loss, grad norm before clipping).
-std::pair<double, double> train_step(Run& r) {
-  if (r.dp) return train_step_dp(r);
-  const TrainConfig& tc = r.tc;
-  r.model->zero_grads();
-  std::vector<int32_t> in, tg;
-  const float scale =
-      1.0f / static_cast<float>(static_cast<int64_t>(tc.batch) * tc.seq * tc.grad_accum);
-  double loss = 0;
-  for (int m = 0; m < tc.grad_accum; ++m) {
-    r.train->next_batch(tc.batch, in, tg);
-    loss +=
-        r.model->forward_backward(in.data(), tg.data(), tc.batch, tc.seq, scale) / tc.grad_accum;
+  if (r.dp) {
+    r.dp->finish_gradients();
+    loss = mean_over_ranks(*r.comm, loss);
   }
   if (!std::isfinite(loss))
     throw_error<Error>("step {}: the loss is {}; stopping without saving this state", r.step + 1,
                        loss);
-  const double norm = clip_grad_norm(r.pool, r.model->params(), tc.grad_clip);
-  r.opt->step(r.pool, static_cast<float>(learning_rate(tc.lr, r.step)));
+  const float lr = static_cast<float>(learning_rate(tc.lr, r.step));
+  double norm = 0;
+  if (r.dp) {
+    norm = r.dp->clip_grad_norm(tc.grad_clip);
+    r.dp->optimizer_step(lr);
+  } else {
+    norm = clip_grad_norm(r.pool, r.model->params(), tc.grad_clip);
+    r.opt->step(r.pool, lr);
+  }
   r.model->sync_compute_weights();
   ++r.step;
   return {loss, norm};
