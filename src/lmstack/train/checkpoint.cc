@@ -45,6 +45,14 @@ void load_state_file(const std::string& path, const TrainModel& model, std::vect
 
 }  // namespace
 
+model::ModelDirFiles model_dir_files(const model::ModelDir& md) {
+  model::ModelDirFiles f;
+  if (!md.tokenizer_path.empty()) f.tokenizer_json = read_file(md.tokenizer_path);
+  f.tokenizer_config = md.tokenizer_config;
+  f.generation_config = md.generation_config;
+  return f;
+}
+
 std::string checkpoint_step_name(int64_t step) { return fmt::format("step-{:08d}", step); }
 
 void prune_checkpoints(const std::string& out_dir, int keep) {

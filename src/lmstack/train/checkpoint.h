@@ -34,6 +34,10 @@ struct TrainerState {
 std::string save_checkpoint(const std::string& out_dir, const TrainModel& model, AdamW& opt,
                             const TrainerState& state, const model::ModelDirFiles& files, int keep);
 
+// The tokenizer and generation files of a loaded model directory, as save_checkpoint and
+// model::write_model_dir take them (tokenizer.json read from disk).
+model::ModelDirFiles model_dir_files(const model::ModelDir& md);
+
 // The directory `latest` names, or nullopt when out_dir has no checkpoint.
 std::optional<std::string> latest_checkpoint(const std::string& out_dir);
 

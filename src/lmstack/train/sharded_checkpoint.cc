@@ -234,18 +234,26 @@ void load_sharded_state(const CheckpointReader& reader, const std::string& dir, 
   dp.gather_weights();
 }
 
+model::ModelDir load_checkpoint_model(const std::string& dir) {
+  if (!file_exists(path_join(dir, kIndex))) return model::load_model_dir(dir);
+  model::ModelDir md;
+  const CheckpointReader reader(dir);
+  md.path = dir;
+  md.config = reader.config();
+  md.weights = reader.full_weights(StateKind::kWeights);
+  const std::string tok = path_join(dir, "tokenizer.json");
+  if (file_exists(tok)) md.tokenizer_path = tok;
+  const std::string tok_config = path_join(dir, "tokenizer_config.json");
+  if (file_exists(tok_config)) md.tokenizer_config = read_json_file(tok_config);
+  const std::string gen = path_join(dir, "generation_config.json");
+  if (file_exists(gen)) md.generation_config = read_json_file(gen);
+  return md;
+}
+
 void export_checkpoint(const std::string& checkpoint_dir, const std::string& out_dir) {
-  const CheckpointReader reader(checkpoint_dir);
-  const model::ModelWeights w = reader.full_weights(StateKind::kWeights);
-  model::ModelDirFiles files;
-  const std::string tok = path_join(checkpoint_dir, "tokenizer.json");
-  if (file_exists(tok)) files.tokenizer_json = read_file(tok);
-  for (auto [name, field] : {std::pair{"tokenizer_config.json", &files.tokenizer_config},
-                             std::pair{"generation_config.json", &files.generation_config}}) {
-    const std::string p = path_join(checkpoint_dir, name);
-    if (file_exists(p)) *field = read_json_file(p);
-  }
-  model::write_model_dir(out_dir, reader.config(), model::to_hf_tensors(reader.config(), w), files);
+  const model::ModelDir md = load_checkpoint_model(checkpoint_dir);
+  model::write_model_dir(out_dir, md.config, model::to_hf_tensors(md.config, md.weights),
+                         model_dir_files(md));
 }
 
 }  // namespace lmstack::train

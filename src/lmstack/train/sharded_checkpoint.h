@@ -61,6 +61,11 @@ std::string save_sharded_checkpoint(const std::string& out_dir, const TrainModel
 // its step count and gathers the weights (stages 1, 2).
 void load_sharded_state(const CheckpointReader& reader, const std::string& dir, DataParallel& dp);
 
+// The model of a checkpoint of any layout: load_model_dir of a whole one; for a sharded one,
+// its config, its weights assembled from the shards (allocated, f32) and its tokenizer and
+// generation files.
+model::ModelDir load_checkpoint_model(const std::string& dir);
+
 // Writes a plain Hugging Face directory (config, model.safetensors, tokenizer files) of the
 // checkpoint's weights: what `lmstack checkpoint export` does.
 void export_checkpoint(const std::string& checkpoint_dir, const std::string& out_dir);

@@ -68,14 +68,6 @@ Json settings_of(const TrainConfig& tc, const model::ModelConfig& mc, const Data
           {"data_train_tokens", data.train_tokens}};
 }
 
-model::ModelDirFiles files_of(const model::ModelDir& md) {
-  model::ModelDirFiles f;
-  if (!md.tokenizer_path.empty()) f.tokenizer_json = read_file(md.tokenizer_path);
-  f.tokenizer_config = md.tokenizer_config;
-  f.generation_config = md.generation_config;
-  return f;
-}
-
 std::string format_eta(double seconds) {
   const int64_t s = static_cast<int64_t>(seconds);
   if (s >= 3600) return fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60);
@@ -346,23 +338,6 @@ double train_flops_per_token(const model::ModelConfig& c, int seq) {
 
 namespace {
 
-// The model directory of a checkpoint: a Hugging Face directory, or (sharded) its weights
-// assembled from the shards (every rank holds them until DataParallel takes its chunks).
-model::ModelDir load_checkpoint_model(const std::string& dir) {
-  if (!file_exists(path_join(dir, "index.json"))) return model::load_model_dir(dir);
-  model::ModelDir md;
-  const CheckpointReader reader(dir);
-  md.config = reader.config();
-  md.weights = reader.full_weights(StateKind::kWeights);
-  const std::string tok = path_join(dir, "tokenizer.json");
-  if (file_exists(tok)) md.tokenizer_path = tok;
-  const std::string tok_config = path_join(dir, "tokenizer_config.json");
-  if (file_exists(tok_config)) md.tokenizer_config = read_json_file(tok_config);
-  const std::string gen = path_join(dir, "generation_config.json");
-  if (file_exists(gen)) md.generation_config = read_json_file(gen);
-  return md;
-}
-
 // Optimizer state of the single-process path from any checkpoint layout.
 void load_single_process_optimizer(const std::string& dir, TrainModel& model, AdamW& opt) {
   if (!file_exists(path_join(dir, "index.json"))) return load_optimizer_state(dir, model, opt);
@@ -423,6 +398,7 @@ TrainResult run_training(const TrainConfig& config, ThreadPool& pool) {
   const std::optional<std::string> ckpt = tc.resume ? latest_checkpoint(tc.out_dir) : std::nullopt;
   if (tc.resume && !ckpt && rank0)
     fmt::print(stderr, "no checkpoint in {}: starting from step 0\n", tc.out_dir);
+  // A sharded checkpoint's weights are whole on every rank until DataParallel takes its chunks.
   if (ckpt)
     r.md = load_checkpoint_model(*ckpt);
   else if (!tc.model_dir.empty())
@@ -449,7 +425,7 @@ TrainResult run_training(const TrainConfig& config, ThreadPool& pool) {
   r.train->set_position({state.windows_served});
   if (!r.data.val_shards.empty())
     r.val = std::make_unique<TokenLoader>(tc.data_dir, "val", tc.seq, 0, false);
-  r.files = files_of(r.md);
+  r.files = model_dir_files(r.md);
   r.log = std::make_unique<TrainLog>(rank0 ? tc.log_path : "", ckpt ? state.step : -1);
   r.step = state.step;
   r.last_checkpoint = ckpt.value_or("");
