@@ -96,6 +96,10 @@ inline void check_all_gather(Comm& c) {
     c.all_gather(out.data() + r * count, out.data(), count, DType::kI32);
     EXPECT_EQ(out, recv);
   }
+  // sum_in_rank_order (an all-gather of one double each): the bits of adding ranks 0..n-1.
+  double want = 0;
+  for (int q = 0; q < n; ++q) want += q + 0.1;
+  EXPECT_EQ(sum_in_rank_order(c, r + 0.1), want);
 }
 
 inline void check_broadcast(Comm& c) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "lmstack/core/error.h"
 #include "lmstack/core/half.h"
@@ -35,6 +36,14 @@ void Comm::record(CommKind kind, int64_t payload_bytes) {
                              &stats_.p2p_bytes,        &stats_.all_to_all_bytes};  // CommKind order
   *fields[static_cast<size_t>(kind)] += modeled_bytes_sent(kind, payload_bytes, size());
   ++stats_.calls;
+}
+
+double sum_in_rank_order(Comm& comm, double value) {
+  std::vector<double> all(static_cast<size_t>(comm.size()));
+  comm.all_gather(&value, all.data(), sizeof(double), DType::kI8);
+  double sum = 0;
+  for (double v : all) sum += v;
+  return sum;
 }
 
 void wait_unwaited(Request& request, bool abort_on_error) noexcept {

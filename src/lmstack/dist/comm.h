@@ -128,6 +128,10 @@ class Comm {
   CommStats stats_;
 };
 
+// The sum of one double per rank, added in rank order so that every rank gets the same bits
+// (an all-gather, not an all-reduce, whose order MPI leaves to the library). Collective.
+double sum_in_rank_order(Comm& comm, double value);
+
 // The world: an MpiComm when this process was started by mpirun (OMPI_COMM_WORLD_SIZE or
 // PMI_SIZE set) and lmstack was built with MPI, else a SelfComm. Initializes MPI on first
 // use (MPI_THREAD_MULTIPLE required: each communicator runs its collectives on its own thread)

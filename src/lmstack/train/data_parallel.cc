@@ -307,11 +307,7 @@ double DataParallel::clip_grad_norm(double max_norm) {
     local += sum_squares(pool_, reduced_grads(i) + (options_.zero == 0 ? comm_.rank() * chunk : 0),
                          chunk);
   }
-  std::vector<double> all(static_cast<size_t>(comm_.size()));
-  comm_.all_gather(&local, all.data(), sizeof(double), DType::kI8);
-  double total = 0;
-  for (double s : all) total += s;
-  const double norm = std::sqrt(total);
+  const double norm = std::sqrt(dist::sum_in_rank_order(comm_, local));
   if (max_norm <= 0 || max_norm / (norm + 1e-6) >= 1.0) return norm;
   const float coef = static_cast<float>(max_norm / (norm + 1e-6));
   for (size_t i = 0; i < units_.size(); ++i) {

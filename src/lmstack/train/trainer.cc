@@ -95,15 +95,6 @@ struct Run {
   int64_t train_activation_bytes = 0;  // after the last training step (evaluation may differ)
 };
 
-// The mean of each rank's value, summed in rank order (the same result on every rank).
-double mean_over_ranks(dist::Comm& comm, double value) {
-  std::vector<double> all(static_cast<size_t>(comm.size()));
-  comm.all_gather(&value, all.data(), sizeof(double), DType::kI8);
-  double sum = 0;
-  for (double v : all) sum += v;
-  return sum / static_cast<double>(comm.size());
-}
-
 // Bytes this rank holds: weights (bf16 compute copies in mixed precision), f32 gradients,
 // optimizer state (m, v, and the f32 master in mixed precision), activations of the last
 // training step.
@@ -240,7 +231,7 @@ std::pair<double, double> train_step(Run& r) {
   }
   if (r.dp) {
     r.dp->finish_gradients();
-    loss = mean_over_ranks(*r.comm, loss);
+    loss = dist::sum_in_rank_order(*r.comm, loss) / r.comm->size();
   }
   if (!std::isfinite(loss))
     throw_error<Error>("step {}: the loss is {}; stopping without saving this state", r.step + 1,
@@ -307,12 +298,7 @@ void run_steps(Run& r, TrainResult& result) {
       since_print.reset();
     }
     bool stop = tc.stop && tc.stop->load();
-    if (r.dp) {  // stop together: saving is collective
-      const int32_t mine = stop ? 1 : 0;
-      std::vector<int32_t> all(static_cast<size_t>(r.comm->size()));
-      r.comm->all_gather(&mine, all.data(), 1, DType::kI32);
-      stop = std::find(all.begin(), all.end(), 1) != all.end();
-    }
+    if (r.dp) stop = dist::sum_in_rank_order(*r.comm, stop ? 1 : 0) > 0;  // saving is collective
     if ((tc.save_every > 0 && r.step % tc.save_every == 0) || last || stop)
       save(r);
     else if (wall.seconds() > 5)
