@@ -79,7 +79,8 @@ class Comm {
   // as bytes). In-place where there is one buffer.
   //   all_reduce:     buf[count] on every rank becomes the reduction over ranks.
   //   reduce_scatter: send[size()*count] -> recv[count] = reduction of chunk rank() of all.
-  //   all_gather:     send[count] -> recv[size()*count], chunk r from rank r.
+  //   all_gather:     send[count] -> recv[size()*count], chunk r from rank r; send may be
+  //                   recv's own chunk (recv + rank()*count: in place).
   //   broadcast:      buf[count] from `root` to all.
   //   all_to_all:     send[size()*count] -> recv[size()*count]; chunk r of rank q's send
   //                   lands as chunk q of rank r's recv.

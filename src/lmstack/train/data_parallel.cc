@@ -1,7 +1,7 @@
 // Data parallelism and ZeRO 1-3 over flat units (contracts in data_parallel.h). A unit's
-// buffers, by stage (P = padded unit size, c = P / N; "send" is the communication buffer:
-// stage 1 receives its reduce-scattered gradient chunk there, stages 1-2 send their updated
-// weight chunk from it):
+// buffers, by stage (P = padded unit size, c = P / N; "send" is where stage 1 receives its
+// reduce-scattered gradient chunk; stages 1-2 all-gather the updated weights in place, each
+// rank's chunk already at its place in values):
 //               values [P]      grads [P]             shard_values [c]  shard_grads [c]  m, v
 //   stage 0     always          always                -                 -                [P]
 //   stage 1     always          always                -                 (in send)        [c]
@@ -78,8 +78,7 @@ DataParallel::DataParallel(TrainModel& model, dist::Comm& comm, ThreadPool& pool
     const int64_t owned = options.zero == 0 ? fu.padded : fu.chunk;
     u->m = floats(owned, MemoryCategory::kOptimizer);
     u->v = floats(owned, MemoryCategory::kOptimizer);
-    if (options.zero == 1 || options.zero == 2)
-      u->send = floats(fu.chunk, MemoryCategory::kBuffers);
+    if (options.zero == 1) u->send = floats(fu.chunk, MemoryCategory::kBuffers);
     units_.push_back(std::move(u));
   }
   for (size_t i = 0; i < units_.size(); ++i) bind_unit(static_cast<int>(i));
@@ -342,9 +341,8 @@ void DataParallel::gather_weights() {
   for (size_t i = 0; i < units_.size(); ++i) {
     Unit& u = *units_[i];
     const FlatUnit& fu = layout_.units[i];
-    std::memcpy(u.send.raw_data(), owned_values(i), static_cast<size_t>(fu.chunk) * sizeof(float));
-    requests.push_back(
-        comm_.iall_gather(u.send.raw_data(), u.values.raw_data(), fu.chunk, DType::kF32));
+    requests.push_back(comm_.iall_gather(owned_values(i), u.values.raw_data(), fu.chunk,
+                                         DType::kF32));  // in place
   }
   for (auto& r : requests) r->wait();
   if (trace_)
