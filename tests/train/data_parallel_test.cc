@@ -182,6 +182,9 @@ TEST(DataParallelTest, ReshardFourToTwoToOneKeepsEveryBit) {
   const std::string hf = test::temp_dir("dp_reshard_export");
   export_checkpoint(four.checkpoint, hf);
   EXPECT_EQ(state_of(hf, StateKind::kWeights), state_of(four.checkpoint, StateKind::kWeights));
+  const std::string hf_one = test::temp_dir("dp_reshard_export_one");  // a whole checkpoint too
+  export_checkpoint(one.checkpoint, hf_one);
+  EXPECT_EQ(state_of(hf_one, StateKind::kWeights), state_of(one.checkpoint, StateKind::kWeights));
   // And training continues from the resharded state: 2 more steps on 2 ranks.
   c.steps = 6;
   const TrainResult more = run_ranks(2, c, 2);
