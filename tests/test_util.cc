@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -71,6 +72,12 @@ int run_command(const std::string& command, std::string* output, bool merge_stde
          << ": actual " << actual[worst] << " expected " << expected[worst] << " diff "
          << std::fabs(static_cast<double>(actual[worst]) - expected[worst]) << " (rtol " << rtol
          << ", atol " << atol << ")";
+}
+
+double max_abs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, static_cast<double>(std::fabs(x)));
+  return m;
 }
 
 }  // namespace lmstack::test

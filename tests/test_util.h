@@ -25,5 +25,7 @@ int run_command(const std::string& command, std::string* output, bool merge_stde
 // atol + rtol * |b|.
 ::testing::AssertionResult all_close(const std::vector<float>& actual,
                                      const std::vector<float>& expected, double rtol, double atol);
+// max |v[i]|, the scale for an absolute tolerance relative to a golden's magnitude.
+double max_abs(const std::vector<float>& v);
 
 }  // namespace lmstack::test

@@ -72,6 +72,24 @@ TEST(Train, DataParallelAcrossNodesUsesTheNic) {
   EXPECT_DOUBLE_EQ(e.dp.bytes, 2.0 * 15 / 16 * 124439808.0 * 2);
 }
 
+// DP bytes per step, G = W = 2 B per parameter: the gradient reduce-scatters of ZeRO 2-3 run
+// once per step (calc check of lmstack's runs) or once per micro-batch (calc train); ZeRO 0-1's
+// all-reduce and ZeRO 3's two gathers per micro-batch do not depend on that.
+TEST(Train, DataParallelBytesPerGradientSchedule) {
+  const TrainPrecision p = TrainPrecision::mixed();
+  const double params = 1e6, G = 2e6, W = 2e6, f = 3.0 / 4, m = 3;
+  const GradReduce once = GradReduce::kPerStep, each = GradReduce::kPerMicroBatch;
+  EXPECT_EQ(dp_comm_bytes(params, p, 3, 1, m, each), 0);
+  for (GradReduce r : {once, each}) {
+    EXPECT_DOUBLE_EQ(dp_comm_bytes(params, p, 0, 4, m, r), 2 * f * G);
+    EXPECT_DOUBLE_EQ(dp_comm_bytes(params, p, 1, 4, m, r), 2 * f * G);
+  }
+  EXPECT_DOUBLE_EQ(dp_comm_bytes(params, p, 2, 4, m), f * (G + W));
+  EXPECT_DOUBLE_EQ(dp_comm_bytes(params, p, 2, 4, m, each), f * (m * G + W));
+  EXPECT_DOUBLE_EQ(dp_comm_bytes(params, p, 3, 4, m), f * (G + 2 * m * W));
+  EXPECT_DOUBLE_EQ(dp_comm_bytes(params, p, 3, 4, m, each), f * m * (G + 2 * W));
+}
+
 TEST(Infer, MemoryAndConcurrencyByHand) {
   InferOptions o;  // bf16, batch 1, prompt 512, output 256
   const Report r = infer_report(model_preset("llama-3-8b"), hardware_preset("h100-sxm"), o);

@@ -44,10 +44,6 @@ inline const std::vector<int32_t>& sample_tokens() {
   return t;
 }
 
-inline double max_abs(const std::vector<float>& v) {
-  double m = 0;
-  for (float x : v) m = std::max(m, static_cast<double>(std::abs(x)));
-  return m;
-}
+using test::max_abs;
 
 }  // namespace lmstack::model::gguf_test

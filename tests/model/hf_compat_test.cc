@@ -31,11 +31,7 @@ std::vector<int32_t> prompt_of(const std::string& name) {
   return read_npy(case_dir(name) + "/tokens.npy").i32;
 }
 
-double max_abs(const std::vector<float>& v) {
-  double m = 0;
-  for (float x : v) m = std::max(m, static_cast<double>(std::abs(x)));
-  return m;
-}
+using test::max_abs;
 
 class HfCompat : public ::testing::TestWithParam<std::string> {};
 

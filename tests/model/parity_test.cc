@@ -47,11 +47,7 @@ std::vector<float> all_logits(Decoder& dec, KvCache& cache, const std::vector<in
   return logits;
 }
 
-double max_abs(const std::vector<float>& v) {
-  double m = 0;
-  for (float x : v) m = std::max(m, static_cast<double>(std::fabs(x)));
-  return m;
-}
+using test::max_abs;
 
 class Parity : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 

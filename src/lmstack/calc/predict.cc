@@ -35,11 +35,12 @@ StateBytes zero_state_bytes(double params, const TrainPrecision& p, int stage, i
 }
 
 double dp_comm_bytes(double params, const TrainPrecision& p, int stage, int dp,
-                     double micro_batches) {
+                     double micro_batches, GradReduce reduce) {
   if (dp <= 1) return 0;
   const double f = static_cast<double>(dp - 1) / dp, G = params * p.grad, W = params * p.weight;
   if (stage <= 1) return 2 * f * G;
-  return f * (G + (stage == 3 ? 2 * micro_batches : 1) * W);
+  const double reductions = reduce == GradReduce::kPerMicroBatch ? micro_batches : 1;
+  return f * (reductions * G + (stage == 3 ? 2 * micro_batches : 1) * W);
 }
 
 double activation_bytes_per_layer(const ActivationShape& a) {

@@ -38,12 +38,16 @@ struct StateBytes {
 // Model states per GPU of `params` parameters (already divided by TP x PP) under ZeRO `stage`
 // over `dp` data-parallel ranks.
 StateBytes zero_state_bytes(double params, const TrainPrecision& p, int stage, int dp);
+// When ZeRO 2-3 reduce-scatter the gradients: once per step after accumulating them whole
+// (lmstack's train::DataParallel), or after every micro-batch's backward, keeping only the shard
+// (DeepSpeed, FSDP; what `calc train` assumes).
+enum class GradReduce { kPerStep, kPerMicroBatch };
 // Bytes each data-parallel rank sends per step: ZeRO 0-1 a ring all-reduce of the gradients
-// G, 2(dp-1)/dp x G; ZeRO 2 a reduce-scatter of G and an all-gather of the weights W,
-// (dp-1)/dp x (G + W); ZeRO 3 gathers W twice (forward and backward) per micro-batch,
-// (dp-1)/dp x (G + 2·micro_batches·W).
+// G, 2(dp-1)/dp x G; ZeRO 2 r reduce-scatters of G and an all-gather of the weights W,
+// (dp-1)/dp x (r·G + W); ZeRO 3 gathers W twice (forward and backward) per micro-batch,
+// (dp-1)/dp x (r·G + 2·micro_batches·W). r = 1 (kPerStep) or micro_batches (kPerMicroBatch).
 double dp_comm_bytes(double params, const TrainPrecision& p, int stage, int dp,
-                     double micro_batches = 1);
+                     double micro_batches = 1, GradReduce reduce = GradReduce::kPerStep);
 
 struct ActivationShape {
   double seq = 0, micro_batch = 1, hidden = 0, heads = 0, layers = 0;

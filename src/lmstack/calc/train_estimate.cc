@@ -58,9 +58,9 @@ void dp_cost(TrainEstimate& e, const HardwareSpec& hw) {
   c = group_link(hw, o, o.tp * o.dp);
   if (o.dp == 1) return;
   const LinkSpec l = link_preset(c.link);
-  const TrainPrecision p = TrainPrecision::parse(o.precision);
-  const double G = e.params_per_gpu * p.grad, W = e.params_per_gpu * p.weight;
-  const double f = (o.dp - 1.0) / o.dp, m = o.grad_accum;
+  const double m = o.grad_accum;
+  c.bytes = dp_comm_bytes(e.params_per_gpu, TrainPrecision::parse(o.precision), o.zero, o.dp, m,
+                          GradReduce::kPerMicroBatch);
   const DpTimes t = dp_times(e, l);
   // Overlap windows (Megatron --overlap-grad-reduce / --overlap-param-gather, FSDP prefetch): a
   // layer's gradient is final only in the last micro-batch's backward, so the reduction hides
@@ -68,17 +68,14 @@ void dp_cost(TrainEstimate& e, const HardwareSpec& hw) {
   const double mb = e.compute_step_s / m, fwd = mb / 3, bwd = 2 * mb / 3;
   auto exposed = [](double t_comm, double window) { return std::max(0.0, t_comm - window); };
   if (o.zero <= 1) {
-    c.bytes = 2 * f * G;
     c.time_s = t.allreduce_g;
     e.dp_exposed_s = exposed(t.allreduce_g, bwd);
     c.formula = "ring all-reduce of grads once per step: 2(dp-1)/dp x G";
   } else if (o.zero == 2) {
-    c.bytes = f * (m * G + W);
     c.time_s = m * t.reduce_scatter_g + t.allgather_w;
     e.dp_exposed_s = m * exposed(t.reduce_scatter_g, bwd) + exposed(t.allgather_w, fwd);
     c.formula = "reduce-scatter G per micro-batch + all-gather W: (dp-1)/dp x (m G + W)";
   } else {
-    c.bytes = f * m * (G + 2 * W);
     c.time_s = m * (t.reduce_scatter_g + 2 * t.allgather_w);
     e.dp_exposed_s =
         m * (exposed(t.allgather_w, fwd) + exposed(t.allgather_w + t.reduce_scatter_g, bwd));

@@ -169,16 +169,11 @@ void attention_scores_avx2(float* s, int64_t ld_s, const float* q, int rows, con
   if (r < rows) dot_rows<1>(s + r * ld_s, ld_s, q + r * d, k, n, d);
 }
 
-// Lanes j..j+7 that lie in [begin, end).
-inline __m256i range_mask(int j, int begin, int end) {
-  return _mm256_andnot_si256(mask_for(begin - j), mask_for(end - j));
-}
-
-float attention_softmax_row_avx2(float* s, int begin, int end, int n, float* m, float* l) {
+float attention_softmax_row_avx2(float* s, int n_valid, int n, float* m, float* l) {
   const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
   __m256 vmax = neg_inf;
-  for (int j = begin / 8 * 8; j < end; j += 8) {
-    const __m256i valid = range_mask(j, begin, end);
+  for (int j = 0; j < n_valid; j += 8) {
+    const __m256i valid = mask_for(n_valid - j);
     vmax = _mm256_max_ps(vmax, _mm256_blendv_ps(neg_inf, _mm256_maskload_ps(s + j, valid),
                                                 _mm256_castsi256_ps(valid)));
   }
@@ -188,7 +183,7 @@ float attention_softmax_row_avx2(float* s, int begin, int end, int n, float* m, 
   const __m256 vm = _mm256_set1_ps(m_new);
   __m256 vsum = _mm256_setzero_ps();
   for (int j = 0; j < n; j += 8) {
-    const __m256i valid = range_mask(j, begin, end);  // all clear outside [begin, end)
+    const __m256i valid = mask_for(n_valid - j);  // all clear once j >= n_valid
     const __m256 e = _mm256_and_ps(exp_avx2(_mm256_sub_ps(_mm256_maskload_ps(s + j, valid), vm)),
                                    _mm256_castsi256_ps(valid));
     _mm256_maskstore_ps(s + j, mask_for(n - j), e);

@@ -152,25 +152,18 @@ void attention_scores_avx512(float* s, int64_t ld_s, const float* q, int rows,
   if (rows - r == 1) dot_rows<1>(s + r * ld_s, ld_s, q + r * d, k, n, d);
 }
 
-// Lanes j..j+15 that lie in [begin, end).
-inline __mmask16 range_mask(int j, int begin, int end) {
-  const __mmask16 below_end = j < end ? mask_for(end - j) : static_cast<__mmask16>(0);
-  const __mmask16 below_begin = j < begin ? mask_for(begin - j) : static_cast<__mmask16>(0);
-  return static_cast<__mmask16>(below_end & ~below_begin);
-}
-
-float attention_softmax_row_avx512(float* s, int begin, int end, int n, float* m, float* l) {
+float attention_softmax_row_avx512(float* s, int n_valid, int n, float* m, float* l) {
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
   __m512 vmax = neg_inf;
-  for (int j = begin / 16 * 16; j < end; j += 16)
-    vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(neg_inf, range_mask(j, begin, end), s + j));
+  for (int j = 0; j < n_valid; j += 16)
+    vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(neg_inf, mask_for(n_valid - j), s + j));
   const float m_old = *m;
   const float chunk_max = _mm512_reduce_max_ps(vmax);
   const float m_new = chunk_max > m_old ? chunk_max : m_old;
   const __m512 vm = _mm512_set1_ps(m_new);
   __m512 vsum = _mm512_setzero_ps();
   for (int j = 0; j < n; j += 16) {
-    const __mmask16 valid = range_mask(j, begin, end);
+    const __mmask16 valid = j < n_valid ? mask_for(n_valid - j) : static_cast<__mmask16>(0);
     const __m512 e = _mm512_maskz_mov_ps(
         valid, exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, s + j), vm)));
     _mm512_mask_storeu_ps(s + j, mask_for(n - j), e);

@@ -152,7 +152,9 @@ void run_item(const AttentionLeaf& leaf, const Problem& p, const WorkItem& it, S
         sc.alpha[r] = 1.0f;
         continue;
       }
-      sc.alpha[r] = leaf.softmax_row(row, begin, end, n, sc.m + r, sc.l + r);
+      // Keys before the window (begin > 0 only under one) get weight 0; the leaf sees the rest.
+      std::fill(row, row + begin, 0.0f);
+      sc.alpha[r] = leaf.softmax_row(row + begin, end - begin, n - begin, sc.m + r, sc.l + r);
     }
     leaf.accumulate(sc.o + r0 * d, sc.alpha + r0, sc.s + r0 * kChunk, kChunk, rows - r0, vp, n, d);
   }

@@ -14,12 +14,11 @@ struct AttentionLeaf {
   // s[r·ld_s + j] = dot(q[r·D ..], k[j][..]) for r < rows, j < n.
   void (*scores)(float* s, int64_t ld_s, const float* q, int rows, const float* const* k, int n,
                  int d);
-  // Online softmax (Milakov & Gimelshein 2018) of one row of n scores of which those in
-  // [begin, end) are unmasked (end > begin; begin > 0 only under a sliding window): with m the
-  // running max and l the running sum, sets m' = max(m, s[begin:end]), s[j] = e^(s[j] - m')
-  // (0 outside [begin, end)), l' = l·e^(m - m') + Σ s[j], and returns alpha = e^(m - m'), the
-  // factor that rescales the row's accumulator.
-  float (*softmax_row)(float* s, int begin, int end, int n, float* m, float* l);
+  // Online softmax (Milakov & Gimelshein 2018) of one row of n scores of which the first
+  // n_valid are unmasked: with m the running max and l the running sum, sets
+  // m' = max(m, s[:n_valid]), s[j] = e^(s[j] - m') (0 for j >= n_valid), l' = l·e^(m - m') +
+  // Σ s[j], and returns alpha = e^(m - m'), the factor that rescales the row's accumulator.
+  float (*softmax_row)(float* s, int n_valid, int n, float* m, float* l);
   // o[r·D + e] = alpha[r]·o[r·D + e] + Σ_j p[r·ld_p + j]·v[j][e] for r < rows, j < n.
   void (*accumulate)(float* o, const float* alpha, const float* p, int64_t ld_p, int rows,
                      const float* const* v, int n, int d);
@@ -27,13 +26,13 @@ struct AttentionLeaf {
 
 void attention_scores_avx512(float* s, int64_t ld_s, const float* q, int rows,
                              const float* const* k, int n, int d);
-float attention_softmax_row_avx512(float* s, int begin, int end, int n, float* m, float* l);
+float attention_softmax_row_avx512(float* s, int n_valid, int n, float* m, float* l);
 void attention_accumulate_avx512(float* o, const float* alpha, const float* p, int64_t ld_p,
                                  int rows, const float* const* v, int n, int d);
 
 void attention_scores_avx2(float* s, int64_t ld_s, const float* q, int rows, const float* const* k,
                            int n, int d);
-float attention_softmax_row_avx2(float* s, int begin, int end, int n, float* m, float* l);
+float attention_softmax_row_avx2(float* s, int n_valid, int n, float* m, float* l);
 void attention_accumulate_avx2(float* o, const float* alpha, const float* p, int64_t ld_p, int rows,
                                const float* const* v, int n, int d);
 
