@@ -18,19 +18,23 @@ inline std::string data_path(const std::string& rel) {
   return lmstack::test::source_path("tests/data/tokenizer/" + rel);
 }
 
-// shared/peers/tokenizers, or "" when ../shared is absent.
+// shared/peers/tokenizers, or "" when ../shared is absent (a clean clone). When ../shared is
+// there (CI checks it out beside the clone) the path is returned whether or not it exists, so
+// that a missing corpus fails the tests that need it instead of skipping them.
 inline std::string peers_dir() {
   const std::string s = lmstack::test::shared_dir();
-  if (s.empty()) return "";
-  const std::string p = s + "/peers/tokenizers";
-  return is_directory(p) ? p : "";
+  return s.empty() ? "" : s + "/peers/tokenizers";
 }
 
-#define LMSTACK_REQUIRE_PEERS(dir)                                       \
-  const std::string dir = ::lmstack::tokenizer::test::peers_dir();       \
-  if (dir.empty())                                                       \
-  GTEST_SKIP() << "../shared/peers/tokenizers is absent (clean clone): " \
-                  "the corpus and the Llama 3 vocabulary are not in the repository"
+// The corpus tests' guard: skips, saying so, only when ../shared is absent; fails when ../shared
+// exists but its tokenizer corpus does not (a skip there would hide a regression).
+#define LMSTACK_REQUIRE_PEERS(dir)                                                   \
+  const std::string dir = ::lmstack::tokenizer::test::peers_dir();                   \
+  if (dir.empty())                                                                   \
+    GTEST_SKIP() << "../shared is absent (clean clone): the corpus and the Llama 3 " \
+                    "vocabulary are not in the repository";                          \
+  ASSERT_TRUE(::lmstack::is_directory(dir + "/corpus"))                              \
+      << dir << "/corpus is missing although ../shared exists"
 
 // Loads each encoding once per process: "gpt2" (encoder.json + vocab.bpe), "r50k_base",
 // "cl100k_base", "o200k_base" from tests/data; "llama3" from shared (caller checks).

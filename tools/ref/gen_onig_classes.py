@@ -14,12 +14,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CPS = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
 
 
-def members(rx):
-    """Code points removed by Split(rx, removed): the ones rx matches as single characters."""
+def members(rx, cps=CPS):
+    """The code points of cps that Split(rx, removed) removes: the ones rx matches as single
+    characters."""
     split = pre_tokenizers.Split(Regex(rx), behavior="removed")
     out = []
-    for i in range(0, len(CPS), 8192):
-        part = CPS[i:i + 8192]
+    for i in range(0, len(cps), 8192):
+        part = cps[i:i + 8192]
         kept = set()
         for _, (b, e) in split.pre_tokenize_str("".join(map(chr, part))):
             kept.update(range(b, e))

@@ -8,26 +8,16 @@ Writes src/lmstack/tokenizer/regex_unicode_newer.cc.
 regenerate: /work/venv-ref/bin/python tools/ref/gen_unicode_newer.py && scripts/format.sh
 """
 import os
+import sys
 import unicodedata
 
-from tokenizers import Regex, pre_tokenizers
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_onig_classes import members  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CATEGORIES = ["Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No", "Pc", "Pd",
               "Ps", "Pe", "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "So", "Zs", "Zl", "Zp", "Cf",
               "Co"]
-
-
-def members(rx, cps):
-    split = pre_tokenizers.Split(Regex(rx), behavior="removed")
-    out = []
-    for i in range(0, len(cps), 8192):
-        part = cps[i:i + 8192]
-        kept = set()
-        for _, (b, e) in split.pre_tokenize_str("".join(map(chr, part))):
-            kept.update(range(b, e))
-        out += [c for k, c in enumerate(part) if k not in kept]
-    return out
 
 
 def main():

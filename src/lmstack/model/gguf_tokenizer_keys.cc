@@ -72,19 +72,6 @@ void check_byte_level_bpe(const Json& j, const std::string& src) {
         src);
 }
 
-std::vector<std::string> merge_strings(const Json& merges, const std::string& src) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < merges.size(); ++i) {
-    if (merges[i].is_string())
-      out.push_back(merges[i].get<std::string>());
-    else if (merges[i].is_array() && merges[i].size() == 2)
-      out.push_back(merges[i][0].get<std::string>() + " " + merges[i][1].get<std::string>());
-    else
-      throw_error<FormatError>("{}: model.merges[{}] is neither 'A B' nor [A, B]", src, i);
-  }
-  return out;
-}
-
 // gguf-py's add_chat_template: the default as tokenizer.chat_template, every other named
 // template as tokenizer.chat_template.<name> (non-alphanumerics as '_') listed in
 // tokenizer.chat_templates.
@@ -113,38 +100,58 @@ void add_from_tokenizer_json(GgufWriter& w, const ModelConfig& c, const std::str
         "{}: pre_tokenizer has no llama.cpp tokenizer.ggml.pre name (convert knows GPT-2's "
         "ByteLevel, Llama 3's and Qwen2's Split + ByteLevel, SmolLM's Digits + ByteLevel)",
         src);
-  const Json& vocab = j["model"].value("vocab", Json::object());
-  const Json& added = j.value("added_tokens", Json::array());
-  int64_t n = c.vocab_size;
-  auto id_of = [&](const Json& id, const std::string& what) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (1 << 24))
-      throw_error<FormatError>("{}: {} has id {}, not a token id", src, what, id.dump());
-    return id.get<int64_t>();
-  };
-  for (const auto& [tok, id] : vocab.items()) n = std::max(n, id_of(id, "vocab '" + tok + "'") + 1);
-  for (const Json& a : added) n = std::max(n, id_of(a.value("id", Json()), "an added token") + 1);
-  std::vector<std::string> tokens(static_cast<size_t>(n));
-  std::vector<int64_t> types(static_cast<size_t>(n), 5);
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = "[PAD" + std::to_string(i) + "]";
-  for (const auto& [tok, id] : vocab.items()) {
-    tokens[id.get<size_t>()] = tok;
-    types[id.get<size_t>()] = 1;
-  }
-  for (const Json& a : added) {
-    const auto id = a["id"].get<size_t>();
-    tokens[id] = a.value("content", "");
-    types[id] = a.value("special", false) ? 3 : 4;
-  }
+  GgufVocab v = gguf_vocab(j, c, src);
   w.set("tokenizer.ggml.model", GgufValue::string("gpt2"));
   w.set("tokenizer.ggml.pre", GgufValue::string(pre));
-  w.set("tokenizer.ggml.tokens", GgufValue::string_array(std::move(tokens)));
-  w.set("tokenizer.ggml.token_type", GgufValue::i32_array(std::move(types)));
+  w.set("tokenizer.ggml.tokens", GgufValue::string_array(std::move(v.tokens)));
+  w.set("tokenizer.ggml.token_type", GgufValue::i32_array(std::move(v.types)));
   w.set("tokenizer.ggml.merges",
         GgufValue::string_array(merge_strings(j["model"].value("merges", Json::array()), src)));
   add_special_token_keys(w, c, dir);
 }
 
 }  // namespace
+
+std::vector<std::string> merge_strings(const Json& merges, const std::string& src) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const Json& m = merges[i];
+    if (m.is_string() && m.get<std::string>().find(' ') != std::string::npos)
+      out.push_back(m.get<std::string>());
+    else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string())
+      out.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+    else
+      throw_error<FormatError>("{}: model.merges[{}] is neither 'A B' nor [A, B]", src, i);
+  }
+  return out;
+}
+
+GgufVocab gguf_vocab(const Json& j, const ModelConfig& c, const std::string& src) {
+  const Json& vocab = j["model"].value("vocab", Json::object());
+  const Json& added = j.value("added_tokens", Json::array());
+  auto id_of = [&](const Json& id, const std::string& what) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (1 << 24))
+      throw_error<FormatError>("{}: {} has id {}, not a token id", src, what, id.dump());
+    return id.get<int64_t>();
+  };
+  int64_t n = c.vocab_size;
+  for (const auto& [tok, id] : vocab.items()) n = std::max(n, id_of(id, "vocab '" + tok + "'") + 1);
+  for (const Json& a : added) n = std::max(n, id_of(a.value("id", Json()), "an added token") + 1);
+  GgufVocab v;
+  v.tokens.resize(static_cast<size_t>(n));
+  v.types.assign(static_cast<size_t>(n), kGgufUnused);
+  for (size_t i = 0; i < v.tokens.size(); ++i) v.tokens[i] = "[PAD" + std::to_string(i) + "]";
+  for (const auto& [tok, id] : vocab.items()) {
+    v.tokens[id.get<size_t>()] = tok;
+    v.types[id.get<size_t>()] = kGgufNormal;
+  }
+  for (const Json& a : added) {
+    const auto id = a["id"].get<size_t>();
+    v.tokens[id] = a.value("content", "");
+    v.types[id] = a.value("special", false) ? kGgufControl : kGgufUserDefined;
+  }
+  return v;
+}
 
 void add_special_token_keys(GgufWriter& w, const ModelConfig& c, const std::string& dir) {
   const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(dir);

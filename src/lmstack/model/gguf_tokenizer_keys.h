@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "lmstack/core/gguf.h"
 #include "lmstack/model/config.h"
@@ -26,6 +27,27 @@ void add_tokenizer_keys(GgufWriter& w, const ModelConfig& config, const std::str
 // plus the special-token keys (gguf_tokenizer_spm.cc).
 void add_sentencepiece_keys(GgufWriter& w, const ModelConfig& config, const std::string& dir,
                             const Json& tokenizer_json);
+
+// tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
+enum GgufTokenType : int64_t {
+  kGgufNormal = 1,
+  kGgufControl = 3,
+  kGgufUserDefined = 4,
+  kGgufUnused = 5,
+  kGgufByte = 6
+};
+
+// tokenizer.ggml.tokens and token_type of a tokenizer.json: its vocab (normal), its added
+// tokens (control if special, else user-defined) and "[PAD<id>]" (unused) for the ids up to
+// config.vocab_size that have no token. Throws FormatError for an id that is no token id.
+struct GgufVocab {
+  std::vector<std::string> tokens;
+  std::vector<int64_t> types;
+};
+GgufVocab gguf_vocab(const Json& tokenizer_json, const ModelConfig& config, const std::string& src);
+
+// model.merges ("A B" strings or [A, B] pairs) as "A B" strings; FormatError names a bad entry.
+std::vector<std::string> merge_strings(const Json& merges, const std::string& src);
 
 // bos/eos_token_id (config.json's ids first), add_bos_token and the chat templates of the
 // tokenizer in `dir`.

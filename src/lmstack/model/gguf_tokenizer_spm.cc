@@ -17,10 +17,10 @@
 // Refused by name: Metaspace(split=true) (HF then merges within words only; llama.cpp's
 // SentencePiece cannot), other normalizers or pre-tokenizers, continuing_subword_prefix /
 // end_of_word_suffix.
-#include <algorithm>
 #include <cctype>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lmstack/core/file.h"
@@ -36,7 +36,6 @@ bool is_byte_token(const std::string& t) {
 }
 
 constexpr const char* kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's space
-enum SpmTokenType : int64_t { kNormal = 1, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
 
 bool is_replace_space(const Json& n) {
   return n.value("type", "") == "Replace" && n.value("content", "") == kSpace &&
@@ -90,26 +89,13 @@ bool space_prefix_of(const Json& j, const std::string& src) {
 // Minus the rank of the first merge making each token; tokens no merge makes are absent.
 std::map<std::string, double> merge_scores(const Json& merges, const std::string& src) {
   std::map<std::string, double> score;
-  for (size_t r = 0; r < merges.size(); ++r) {
-    const Json& m = merges[r];
-    std::string merged;
-    if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      merged = m[0].get<std::string>() + m[1].get<std::string>();
-    } else if (m.is_string() && m.get<std::string>().find(' ') != std::string::npos) {
-      const std::string t = m.get<std::string>();
-      merged = t.substr(0, t.find(' ')) + t.substr(t.find(' ') + 1);
-    } else {
-      throw_error<FormatError>("{}: model.merges[{}] is neither 'A B' nor [A, B]", src, r);
-    }
-    score.emplace(merged, -static_cast<double>(r));
+  const std::vector<std::string> pairs = merge_strings(merges, src);
+  for (size_t r = 0; r < pairs.size(); ++r) {
+    std::string merged = pairs[r];
+    merged.erase(merged.find(' '), 1);
+    score.emplace(std::move(merged), -static_cast<double>(r));
   }
   return score;
-}
-
-int64_t checked_id(const Json& id, const std::string& src, const std::string& what) {
-  if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (1 << 24))
-    throw_error<FormatError>("{}: {} has id {}, not a token id", src, what, id.dump());
-  return id.get<int64_t>();
 }
 
 }  // namespace
@@ -127,42 +113,32 @@ void add_sentencepiece_keys(GgufWriter& w, const ModelConfig& c, const std::stri
   const bool byte_fallback = model.value("byte_fallback", false);
   const std::map<std::string, double> scores_of =
       merge_scores(model.value("merges", Json::array()), src);
-  const Json& vocab = model.value("vocab", Json::object());
-  const Json& added = j.value("added_tokens", Json::array());
-  int64_t n = c.vocab_size;
-  for (const auto& [tok, id] : vocab.items()) n = std::max(n, checked_id(id, src, tok) + 1);
-  for (const Json& a : added)
-    n = std::max(n, checked_id(a.value("id", Json()), src, "an added token") + 1);
-  std::vector<std::string> tokens(static_cast<size_t>(n));
-  std::vector<double> scores(static_cast<size_t>(n), -1000.0);
-  std::vector<int64_t> types(static_cast<size_t>(n), kUnused);
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = "[PAD" + std::to_string(i) + "]";
+  GgufVocab v = gguf_vocab(j, c, src);
   const double below_merges = -static_cast<double>(model.value("merges", Json::array()).size());
-  for (const auto& [tok, id] : vocab.items()) {
-    const auto i = id.get<size_t>();
-    tokens[i] = tok;
-    const bool is_byte = byte_fallback && is_byte_token(tok);
-    types[i] = is_byte ? kByte : kNormal;
-    const auto it = scores_of.find(tok);
-    scores[i] = is_byte ? 0.0 : it != scores_of.end() ? it->second : below_merges;
-  }
-  for (const Json& a : added) {
-    const auto i = a["id"].get<size_t>();
-    tokens[i] = a.value("content", "");
-    types[i] = a.value("special", false) ? kControl : kUserDefined;
-    scores[i] = types[i] == kControl ? 0.0 : -1000.0;
+  std::vector<double> scores(v.tokens.size(), -1000.0);  // user-defined and padding
+  for (size_t i = 0; i < v.tokens.size(); ++i) {
+    if (v.types[i] == kGgufControl) {
+      scores[i] = 0.0;
+    } else if (v.types[i] == kGgufNormal && byte_fallback && is_byte_token(v.tokens[i])) {
+      v.types[i] = kGgufByte;
+      scores[i] = 0.0;
+    } else if (v.types[i] == kGgufNormal) {
+      const auto it = scores_of.find(v.tokens[i]);
+      scores[i] = it != scores_of.end() ? it->second : below_merges;
+    }
   }
   w.set("tokenizer.ggml.model", GgufValue::string("llama"));
   w.set("tokenizer.ggml.pre", GgufValue::string("default"));
-  w.set("tokenizer.ggml.tokens", GgufValue::string_array(std::move(tokens)));
+  w.set("tokenizer.ggml.tokens", GgufValue::string_array(std::move(v.tokens)));
   w.set("tokenizer.ggml.scores", GgufValue::f32_array(std::move(scores)));
-  w.set("tokenizer.ggml.token_type", GgufValue::i32_array(std::move(types)));
+  w.set("tokenizer.ggml.token_type", GgufValue::i32_array(std::move(v.types)));
   w.set("tokenizer.ggml.add_space_prefix", GgufValue::boolean(space_prefix));
   const std::string unk = model.value("unk_token", Json()).is_string()
                               ? model["unk_token"].get<std::string>()
                               : std::string("<unk>");
+  const Json& vocab = model.value("vocab", Json::object());
   int64_t unk_id = vocab.contains(unk) ? vocab[unk].get<int64_t>() : -1;
-  for (const Json& a : added)
+  for (const Json& a : j.value("added_tokens", Json::array()))
     if (a.value("content", "") == unk) unk_id = a["id"].get<int64_t>();
   if (unk_id >= 0)
     w.set("tokenizer.ggml.unknown_token_id", GgufValue::u32(static_cast<uint32_t>(unk_id)));

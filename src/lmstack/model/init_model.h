@@ -61,9 +61,5 @@ TokenizerFiles byte_level_tokenizer(bool chat, int model_max_length);
 // beside it (if any) and, from a directory, its chat template files; bos/eos ids come from
 // tokenizer_config's bos_token/eos_token, else from well-known special tokens.
 TokenizerFiles copy_tokenizer(const std::string& source);
-// The chat template files in `dir` that transformers prefers to tokenizer_config.json's
-// template (chat_template.jinja, additional_chat_templates/*.jinja): relative path -> text,
-// sorted by path. Model writers (init-model, quantize) copy them along with the tokenizer.
-std::vector<std::pair<std::string, std::string>> chat_template_files(const std::string& dir);
 
 }  // namespace lmstack::model

@@ -8,6 +8,7 @@
 #include "lmstack/core/file.h"
 #include "lmstack/model/init_model.h"
 #include "lmstack/tokenizer/bpe_trainer.h"
+#include "lmstack/tokenizer/chat_template.h"
 
 namespace lmstack::model {
 namespace {
@@ -63,20 +64,6 @@ int count_tokens(const Json& tok) {
 
 }  // namespace
 
-std::vector<std::pair<std::string, std::string>> chat_template_files(const std::string& dir) {
-  std::vector<std::pair<std::string, std::string>> out;
-  if (file_exists(path_join(dir, "chat_template.jinja")))
-    out.emplace_back("chat_template.jinja", read_file(path_join(dir, "chat_template.jinja")));
-  const std::string extra = path_join(dir, "additional_chat_templates");
-  if (is_directory(extra))
-    for (const auto& e : fs::directory_iterator(extra))
-      if (e.path().extension() == ".jinja")
-        out.emplace_back("additional_chat_templates/" + e.path().filename().string(),
-                         read_file(e.path().string()));
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 TokenizerFiles byte_level_tokenizer(bool chat, int model_max_length) {
   tokenizer::BpeTrainerOptions o;
   o.special_tokens = {"<|endoftext|>"};
@@ -115,7 +102,7 @@ TokenizerFiles copy_tokenizer(const std::string& source) {
                               {"<|end_of_text|>", "</s>", "<|endoftext|>", "<|im_end|>"});
   if (eos >= 0) f.eos_ids = {eos};
   if (f.tokenizer_config.empty()) f.tokenizer_config["tokenizer_class"] = "PreTrainedTokenizerFast";
-  if (is_dir) f.template_files = chat_template_files(source);
+  if (is_dir) f.template_files = tokenizer::chat_template_files(source);
   return f;
 }
 

@@ -15,6 +15,7 @@
 #include "lmstack/kernels/quant.h"
 #include "lmstack/model/init_model.h"
 #include "lmstack/model/weights_internal.h"
+#include "lmstack/tokenizer/chat_template.h"
 
 namespace lmstack::model {
 namespace {
@@ -239,7 +240,7 @@ void write_quantized_model_dir(const std::string& out_dir, const ModelDir& sourc
     write_file_atomic(path_join(out_dir, "generation_config.json"),
                       source.generation_config.dump(2) + "\n");
   if (is_directory(source.path))  // chat_template.jinja outranks tokenizer_config's template
-    for (const auto& [name, text] : chat_template_files(source.path)) {
+    for (const auto& [name, text] : tokenizer::chat_template_files(source.path)) {
       make_directories(std::filesystem::path(path_join(out_dir, name)).parent_path().string());
       write_file_atomic(path_join(out_dir, name), text);
     }

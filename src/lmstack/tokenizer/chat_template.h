@@ -27,6 +27,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "lmstack/core/json.h"
 
@@ -70,6 +72,12 @@ class ChatTemplate {
 // replace tokenizer_config.json's "chat_template" (a string, or a list of {name, template});
 // without either, a processor's chat_template.json. Tokenizer::chat_template() is the default.
 //
+// The chat template files in `dir` that transformers reads instead of tokenizer_config.json's
+// template (chat_template.jinja, additional_chat_templates/*.jinja): relative path -> text,
+// sorted by path. Tokenizer::load takes its templates from them; model writers (init-model,
+// quantize) copy them along with the tokenizer.
+std::vector<std::pair<std::string, std::string>> chat_template_files(const std::string& dir);
+
 // All templates by name when the model has several (transformers' dict form); empty when it
 // has one or none.
 const std::map<std::string, std::string>& chat_templates(const Tokenizer& tokenizer);

@@ -1,5 +1,6 @@
 // Tokenizer::load: finds the tokenizer files behind a path and reads tokenizer_config.json and
 // the chat templates beside it.
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -7,6 +8,7 @@
 #include "lmstack/core/file.h"
 #include "lmstack/core/gguf.h"
 #include "lmstack/core/json.h"
+#include "lmstack/tokenizer/chat_template.h"
 #include "lmstack/tokenizer/tokenizer_impl.h"
 
 namespace lmstack::tokenizer {
@@ -47,19 +49,15 @@ std::map<std::string, std::string> config_chat_templates(const Json& c, const st
   return out;
 }
 
-// The chat templates files beside the tokenizer give, as transformers' from_pretrained reads
+// The templates chat_template_files() finds, by name as transformers' from_pretrained reads
 // them (tokenization_utils_base.py, 4.5x and 5.x): chat_template.jinja is "default" and
 // additional_chat_templates/<name>.jinja is <name>; when any exists they replace the
 // tokenizer_config.json entry entirely.
 std::map<std::string, std::string> file_chat_templates(const std::string& dir) {
   std::map<std::string, std::string> out;
-  const std::string jinja = path_join(dir, "chat_template.jinja");
-  if (file_exists(jinja)) out["default"] = read_file(jinja);
-  const std::string extra = path_join(dir, "additional_chat_templates");
-  if (is_directory(extra))
-    for (const auto& e : fs::directory_iterator(extra))
-      if (e.path().extension() == ".jinja")
-        out[e.path().stem().string()] = read_file(e.path().string());
+  for (auto& [path, text] : chat_template_files(dir))
+    out[path == "chat_template.jinja" ? "default" : fs::path(path).stem().string()] =
+        std::move(text);
   return out;
 }
 
@@ -136,6 +134,20 @@ std::shared_ptr<TokenizerImpl> load_directory(const std::string& dir, const std:
 }
 
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>> chat_template_files(const std::string& dir) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const std::string jinja = path_join(dir, "chat_template.jinja");
+  if (file_exists(jinja)) out.emplace_back("chat_template.jinja", read_file(jinja));
+  const std::string extra = path_join(dir, "additional_chat_templates");
+  if (is_directory(extra))
+    for (const auto& e : fs::directory_iterator(extra))
+      if (e.path().extension() == ".jinja")
+        out.emplace_back("additional_chat_templates/" + e.path().filename().string(),
+                         read_file(e.path().string()));
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 Tokenizer Tokenizer::load(const std::string& path, const std::string& encoding_hint) {
   std::shared_ptr<TokenizerImpl> t;

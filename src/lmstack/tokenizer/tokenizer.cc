@@ -89,8 +89,8 @@ std::optional<AddedMatch> TokenizerImpl::find_added(std::string_view text, size_
 void TokenizerImpl::encode_ordinary(std::string_view text, bool at_input_start,
                                     std::vector<int32_t>& out) const {
   if (text.empty()) return;
-  thread_local std::string normalized;
-  if (pipeline.has_normalizer()) {
+  if (pipeline.has_normalizer()) {  // tokenizers without one (tiktoken, GPT-2) touch nothing
+    thread_local std::string normalized;
     pipeline.normalize(text, normalized);
     text = normalized;
   }
