@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -119,7 +120,39 @@ class HeadlessChromium {
     return r["result"].value("value", Json());
   }
 
+  // The page's viewport in CSS pixels (screenshots have this size).
+  void set_viewport(int width, int height) {
+    call("Emulation.setDeviceMetricsOverride",
+         {{"width", width}, {"height", height}, {"deviceScaleFactor", 1}, {"mobile", false}},
+         session_);
+  }
+
+  // A PNG of the open page's viewport (Page.captureScreenshot, base64-decoded).
+  std::string screenshot_png() {
+    const Json r = call("Page.captureScreenshot", {{"format", "png"}}, session_);
+    return base64_decode(r["data"].get<std::string>());
+  }
+
  private:
+  static std::string base64_decode(const std::string& text) {
+    static const std::string alphabet =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    uint32_t bits = 0;
+    int count = 0;
+    for (char c : text) {
+      const size_t v = alphabet.find(c);
+      if (v == std::string::npos) continue;  // '=' padding, whitespace
+      bits = (bits << 6) | static_cast<uint32_t>(v);
+      count += 6;
+      if (count >= 8) {
+        count -= 8;
+        out += static_cast<char>((bits >> count) & 0xFF);
+      }
+    }
+    return out;
+  }
+
   // Sends a command and returns its "result", skipping events and other replies.
   Json call(const std::string& method, const Json& params, const std::string& session = "",
             std::chrono::seconds timeout = std::chrono::seconds(30)) {

@@ -47,7 +47,12 @@ class HttpServerTest : public test::ApiFixture {
  protected:
   void SetUp() override {
     make_api(/*prefix_cache=*/false);  // so a freed request leaves no block held
-    server_ = std::make_unique<HttpServer>(*api_, HttpServerOptions{"127.0.0.1", 0, "", 8, 60});
+    HttpServerOptions o;
+    o.host = "127.0.0.1";
+    o.port = 0;
+    o.num_workers = 2;
+    o.request_timeout_s = 60;
+    server_ = std::make_unique<HttpServer>(*api_, o);
     port_ = server_->bind();
     listener_ = std::thread([this] { server_->listen(); });
   }

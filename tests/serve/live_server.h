@@ -20,32 +20,52 @@ namespace lmstack::serve::test {
 
 class LiveServer {
  public:
-  // `name` names the temp dir; `serve_args` are extra `lmstack serve` flags. Check ok() and
-  // error() after construction (a test cannot ASSERT in a constructor).
-  LiveServer(const std::string& name, const std::string& serve_args) {
+  // `name` names the temp dir; `serve_args` are extra `lmstack serve` flags; `model_dir`
+  // empty: a fresh tiny-llama. Check ok() and error() after construction (a test cannot
+  // ASSERT in a constructor).
+  LiveServer(const std::string& name, const std::string& serve_args,
+             const std::string& model_dir = "") {
     dir_ = lmstack::test::temp_dir(name);
     const std::string bin = lmstack::test::lmstack_binary();
-    error_ = write_tiny_llama(dir_ + "/model");
-    if (!error_.empty()) return;
+    std::string model = model_dir;
+    if (model.empty()) {
+      model = dir_ + "/model";
+      error_ = write_tiny_llama(model);
+      if (!error_.empty()) return;
+    }
     std::string out;
     log_ = dir_ + "/serve.log";
-    lmstack::test::run_command(bin + " serve --model " + dir_ + "/model --port 0 " + serve_args +
-                                   " > " + log_ + " 2>&1 & echo $!",
+    lmstack::test::run_command(bin + " serve --model " + model + " --port 0 " + serve_args + " > " +
+                                   log_ + " 2>&1 & echo $!",
                                &out, false);
     pid_ = std::stoi(out);
     port_ = wait_for_port();
     if (!port_) error_ = "the server did not start within 120 s; its log: " + log_;
   }
-  ~LiveServer() {
-    if (pid_ <= 0) return;
+  ~LiveServer() { terminate(std::chrono::seconds(10)); }
+
+  // SIGTERM, then waits up to `timeout` for the process to end; whether it ended.
+  bool terminate(std::chrono::milliseconds timeout) {
+    if (pid_ <= 0) return true;
     kill(pid_, SIGTERM);
-    std::string status;
-    for (int i = 0;
-         i < 100 && lmstack::test::run_command("kill -0 " + std::to_string(pid_) + " 2>/dev/null",
-                                               &status) == 0;
-         ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (kill(pid_, 0) != 0 || zombie()) {
+        pid_ = -1;
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
   }
+  // What the server printed so far.
+  std::string log_text() const {
+    std::ifstream in(log_);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+  int pid() const { return pid_; }
   LiveServer(const LiveServer&) = delete;
   LiveServer& operator=(const LiveServer&) = delete;
 
@@ -56,6 +76,13 @@ class LiveServer {
   const std::string& log_path() const { return log_; }
 
  private:
+  // Ended but not reaped (its parent shell is gone; a container's init may not reap).
+  bool zombie() const {
+    std::ifstream in("/proc/" + std::to_string(pid_) + "/stat");
+    std::string pid, comm, state;
+    in >> pid >> comm >> state;
+    return state == "Z";
+  }
   std::optional<int> wait_for_port() const {
     for (int i = 0; i < 1200; ++i) {
       std::ifstream in(log_);

@@ -138,6 +138,50 @@ def malformed(base, client, model):
     check(result.get("tokens", 0) == 200, f"the parallel stream was harmed: {result}")
 
 
+def error_shapes(client, model):
+    """Refused requests raise the client's exception type for their status, with the field
+    at fault as `param` (OpenAI's error object: message, type, param, code)."""
+    big = "x" * (17 << 20)  # over the default 16 MiB body limit
+    cases = [
+        (openai.BadRequestError, "messages[0].role", lambda: client.chat.completions.create(
+            model=model, messages=[{"role": "wizard", "content": "x"}])),
+        (openai.BadRequestError, "stop",
+         lambda: client.completions.create(model=model, prompt="x", stop="")),
+        (openai.BadRequestError, "logit_bias",
+         lambda: client.completions.create(model=model, prompt="x", logit_bias={"1": 5})),
+        (openai.BadRequestError, "logit_bias", lambda: client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "x"}], logit_bias={"1": 5})),
+        (openai.BadRequestError, "echo",
+         lambda: client.completions.create(model=model, prompt="x", echo=True)),
+        (openai.BadRequestError, "suffix",
+         lambda: client.completions.create(model=model, prompt="x", suffix="end")),
+        (openai.BadRequestError, "best_of",
+         lambda: client.completions.create(model=model, prompt="x", best_of=3)),
+        (openai.BadRequestError, "temperature",
+         lambda: client.completions.create(model=model, prompt="x", temperature=-1)),
+        (openai.NotFoundError, "model",
+         lambda: client.completions.create(model="nope", prompt="x")),
+        (openai.NotFoundError, "model", lambda: client.models.retrieve("nope")),
+        (openai.NotFoundError, None, lambda: client.get("/nope", cast_to=object)),
+        (openai.APIStatusError, None, lambda: client.get("/completions", cast_to=object)),
+        (openai.APIStatusError, None,
+         lambda: client.completions.create(model=model, prompt=big, max_tokens=1)),
+    ]
+    statuses = {openai.BadRequestError: 400, openai.NotFoundError: 404}
+    for i, (kind, param, call) in enumerate(cases):
+        try:
+            call()
+            check(False, f"case {i} was not refused")
+        except openai.APIStatusError as e:
+            check(type(e) is kind, f"case {i}: {type(e).__name__}, expected {kind.__name__}: {e}")
+            want = statuses.get(kind, 405 if i == len(cases) - 2 else 413)
+            check(e.status_code == want, f"case {i}: status {e.status_code}, expected {want}")
+            check(e.param == param, f"case {i}: param {e.param!r}, expected {param!r}")
+            check(isinstance(e.body, dict) and e.body.get("message") and e.body.get("type"),
+                  f"case {i}: error body {e.body!r}")
+    check(client.models.retrieve(model).id == model, "models.retrieve")
+
+
 def parallel(client, model, count=64):
     def one(i):
         r = client.completions.create(model=model, prompt=f"Client {i} says", max_tokens=8,
@@ -167,6 +211,7 @@ def main():
     basic(client, model)
     streaming(client, model)
     malformed(base, client, model)
+    error_shapes(client, model)
     parallel(client, model)
     print("openai client checks passed")
 

@@ -1,6 +1,8 @@
 // `lmstack serve`: the OpenAI-compatible server over the serving engine (src/lmstack/serve/).
 // Sizes the paged KV pool from --kv-memory or --kv-fraction, prints the pool and memory
 // ledger beside calc's prediction (--dry-run stops there), then serves until SIGINT/SIGTERM.
+#include <sys/resource.h>
+
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -23,19 +25,20 @@ struct ServeOptions {
   std::string model, served_name, api_key, kv_memory, chat_template_file;
   std::string host = "127.0.0.1";
   int port = 8080, threads = 1, max_batch_tokens = 512, max_num_seqs = 256, block_size = 16;
-  int max_queue = 1024, max_model_len = 0, http_threads = 256;
-  double kv_fraction = 0;
+  int max_queue = 1024, max_model_len = 0, http_workers = 0, max_connections = 4096;
+  std::string max_body = "16MiB";
+  double kv_fraction = 0, read_timeout = 30, shutdown_grace = 5;
   bool no_prefix_cache = false, dry_run = false;
 };
 
 // "4096", "512MiB", "2G", "1.5GB" → bytes (K/M/G are binary, KB/MB/GB decimal).
-int64_t parse_bytes(const std::string& text) {
+int64_t parse_bytes(const std::string& text, const char* flag = "--kv-memory") {
   size_t used = 0;
   double value = 0;
   try {
     value = std::stod(text, &used);
   } catch (const std::exception&) {
-    throw_error<RequestError>("--kv-memory: '{}' is not a size (e.g. 512MiB, 2G)", text);
+    throw_error<RequestError>("{}: '{}' is not a size (e.g. 512MiB, 2G)", flag, text);
   }
   const std::string unit = text.substr(used);
   double scale = 0;
@@ -53,7 +56,7 @@ int64_t parse_bytes(const std::string& text) {
                                                              {"GB", 1e9}})
     if (unit == name) scale = s;
   if (scale == 0 || value <= 0)
-    throw_error<RequestError>("--kv-memory: '{}' is not a positive size (e.g. 512MiB, 2G)", text);
+    throw_error<RequestError>("{}: '{}' is not a positive size (e.g. 512MiB, 2G)", flag, text);
   return static_cast<int64_t>(value * scale);
 }
 
@@ -150,6 +153,31 @@ std::string model_name(const ServeOptions& o, const std::string& path) {
   return p.substr(p.find_last_of('/') + 1);
 }
 
+// The HTTP layer's options. Workers parse, tokenize and submit: as many as the engine has
+// threads (at least 2, so a long tokenization does not hold up short requests).
+serve::HttpServerOptions http_options(const ServeOptions& o) {
+  serve::HttpServerOptions h;
+  h.host = o.host;
+  h.port = o.port;
+  h.api_key = o.api_key;
+  h.num_workers = o.http_workers > 0 ? o.http_workers : std::max(2, o.threads);
+  h.read_timeout_s = o.read_timeout;
+  h.max_connections = o.max_connections;
+  h.shutdown_grace_s = o.shutdown_grace;
+  h.limits.max_body_bytes = static_cast<size_t>(parse_bytes(o.max_body, "--max-body"));
+  return h;
+}
+
+// Each connection is a descriptor: raise the soft limit to the hard one so that
+// --max-connections is reachable.
+void raise_descriptor_limit() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+    r.rlim_cur = r.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &r);
+  }
+}
+
 int run_serve(const ServeOptions& o) {
   // Block SIGINT/SIGTERM in every thread; one thread waits for them and stops the server.
   sigset_t signals;
@@ -157,6 +185,7 @@ int run_serve(const ServeOptions& o) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  raise_descriptor_limit();
   const ModelSession s = load_session(o.model);
   ThreadPool pool(o.threads);
   serve::Engine engine(s.model.config, s.model.weights, pool, engine_options(o, s));
@@ -166,7 +195,7 @@ int run_serve(const ServeOptions& o) {
   std::string chat_template;
   if (!o.chat_template_file.empty()) chat_template = read_file(o.chat_template_file);
   serve::OpenAiApi api(engine, s.tokenizer, model_name(o, s.model.path), chat_template);
-  serve::HttpServer server(api, {o.host, o.port, o.api_key, o.http_threads, 600});
+  serve::HttpServer server(api, http_options(o));
   const int port = server.bind();
   engine.start();
   std::printf("serving %s on http://%s:%d (OpenAI API under /v1, chat page at /)\n",
@@ -211,9 +240,23 @@ std::function<int()> setup(CLI::App& app) {
   app.add_option("--max-queue", o->max_queue, "queued requests before answering 429")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--http-threads", o->http_threads, "concurrent HTTP connections")
+  app.add_option("--http-workers", o->http_workers,
+                 "threads that parse and tokenize requests (0: the engine's --threads, >= 2)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 4096));
+      ->check(CLI::Range(0, 256));
+  app.add_option("--max-connections", o->max_connections, "open connections at most")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--read-timeout", o->read_timeout,
+                 "seconds for a request's head and body to arrive (else 408)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  app.add_option("--max-body", o->max_body, "largest request body (else 413)")
+      ->capture_default_str();
+  app.add_option("--shutdown-grace", o->shutdown_grace,
+                 "seconds requests in flight get to finish after SIGTERM")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
   app.add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY'");
   app.add_option("--served-model-name", o->served_name, "model id in the API (default: dir name)");
   app.add_option("--chat-template", o->chat_template_file, "Jinja chat template file");

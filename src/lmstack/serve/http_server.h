@@ -1,26 +1,26 @@
-// HttpServer: the OpenAI-compatible API over HTTP/1.1 (cpp-httplib): /v1/models,
-// /v1/completions, /v1/chat/completions (JSON or Server-Sent Events), /tokenize, /detokenize,
-// /health, /metrics (Prometheus), /debug/prefix, and the web chat page at /. Each handler is
-// one of the three catch points of STYLE.md: a bad request gets a 4xx OpenAI error JSON, a
-// full queue 429, and every other client keeps being served. A client that disconnects
-// cancels its request, whose blocks the engine frees at its next step: a streaming one is
-// noticed when a write fails, a waiting non-streaming one by polling its socket between
-// events (at most 100 ms apart).
+// HttpServer: the OpenAI-compatible API over HTTP/1.1 (http_routes.h has the endpoints). One
+// I/O thread multiplexes every connection with epoll, so an open connection costs a few KiB
+// and no thread: slow or idle clients cannot starve the others. Request heads and bodies are
+// read incrementally under HttpLimits (431 / 413 answered as soon as a limit is passed) and
+// under one deadline for the whole head and body (408). A complete request goes to a small
+// worker pool (JSON parsing, tokenization, chat templates, Engine::submit); the I/O thread
+// then streams the engine's events as Server-Sent Events (chunked for HTTP/1.1, until close
+// for HTTP/1.0) or waits for them and answers once. A client that disconnects cancels its
+// request, whose blocks the engine frees at its next step.
 //
-// Thread safety: handlers run on the server's thread pool; they share only the engine
-// (thread-safe submit) and the const API. stop() may be called from any thread.
+// stop() drains: the listener closes, idle connections close, requests in flight get
+// shutdown_grace_s to finish, then each open stream ends with an error event and
+// "data: [DONE]" and each waiting request gets 503; listen() returns once answers are sent.
+//
+// Thread safety: listen() runs the I/O loop on its caller's thread; stop() may be called
+// from any thread (and from a signal-waiting thread) once listen() runs or before it.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "lmstack/serve/http_request.h"
 #include "lmstack/serve/openai_api.h"
-
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
 
 namespace lmstack::serve {
 
@@ -28,8 +28,13 @@ struct HttpServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                 // 0: any free port (see bind())
   std::string api_key;             // when set, /v1/* and the tools need "Authorization: Bearer KEY"
-  int num_threads = 256;           // concurrent connections served (a stream holds one)
-  double request_timeout_s = 600;  // a non-streaming request gives up after this
+  int num_workers = 2;             // threads that parse, tokenize and submit requests
+  double request_timeout_s = 600;  // a non-streaming request gives up after this (504)
+  double read_timeout_s = 30;      // head + body must arrive within this after the connection
+                                   // opens or the previous answer is sent (else 408, or close)
+  int max_connections = 4096;      // accepted at once; more are closed at accept
+  double shutdown_grace_s = 5;     // stop(): time requests in flight get to finish
+  HttpLimits limits;
 };
 
 class HttpServer {
@@ -42,18 +47,14 @@ class HttpServer {
 
   // Binds the socket; returns the port. Throws IoError when the address is unavailable.
   int bind();
-  // Serves until stop(); bind() first.
+  // Serves until stop() has drained; bind() first.
   void listen();
+  // Begins the drain described above; returns at once.
   void stop();
 
  private:
-  void add_routes();
-  // /v1/completions and /v1/chat/completions: submit, then stream SSE or wait for the end.
-  void generate(const httplib::Request& req, bool chat, httplib::Response& res);
-
-  OpenAiApi& api_;
-  HttpServerOptions options_;
-  std::unique_ptr<httplib::Server> server_;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 // The web chat page served at "/" (plain HTML + JS, no external resources).

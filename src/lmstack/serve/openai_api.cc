@@ -49,7 +49,11 @@ std::optional<bool> bool_field(const Json& j, const char* key) {
 std::vector<std::string> stop_field(const Json& j) {
   if (!j.contains("stop") || j["stop"].is_null()) return {};
   const Json& s = j["stop"];
-  if (s.is_string()) return {s.get<std::string>()};
+  if (s.is_string()) {
+    if (s.get<std::string>().empty())
+      throw bad_field("stop", "'stop' must not be an empty string (it would match everywhere)");
+    return {s.get<std::string>()};
+  }
   if (!s.is_array() || s.size() > 16)
     throw bad_field("stop", "'stop' must be a string or an array of at most 16 strings");
   std::vector<std::string> out;
@@ -59,6 +63,23 @@ std::vector<std::string> stop_field(const Json& j) {
     out.push_back(x.get<std::string>());
   }
   return out;
+}
+
+// Fields of the OpenAI API that lmstack does not implement: a request that sets one to
+// anything but its default is refused (400 naming it) instead of being answered as if the
+// field were absent. `null` and the default value are accepted.
+void reject_unsupported(const Json& j, bool chat) {
+  auto refuse = [](const char* field) {
+    throw bad_field(field, fmt::format("'{}' is not supported by this server", field));
+  };
+  auto set = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
+  if (set("logit_bias") && !(j["logit_bias"].is_object() && j["logit_bias"].empty()))
+    refuse("logit_bias");
+  if (chat) return;
+  if (set("echo") && j["echo"] != false) refuse("echo");
+  if (set("suffix") && j["suffix"] != "") refuse("suffix");
+  if (set("best_of") && j["best_of"] != 1 && j["best_of"] != j.value("n", Json(1)))
+    refuse("best_of");
 }
 
 uint64_t random_seed() {
@@ -225,6 +246,7 @@ void check_prompt_length(size_t prompt_tokens, int context, const char* field) {
 ApiRequest OpenAiApi::parse_completion(const std::string& body) const {
   const Json j = parse_body(body);
   check_model(j);
+  reject_unsupported(j, false);
   ApiRequest r;
   r.endpoint = Endpoint::kCompletions;
   r.engine.prompt = prompt_tokens(j);
@@ -241,6 +263,7 @@ ApiRequest OpenAiApi::parse_completion(const std::string& body) const {
 ApiRequest OpenAiApi::parse_chat(const std::string& body) const {
   const Json j = parse_body(body);
   check_model(j);
+  reject_unsupported(j, true);
   ApiRequest r;
   r.endpoint = Endpoint::kChat;
   r.engine.prompt = chat_tokens(body);

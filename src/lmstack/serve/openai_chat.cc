@@ -55,6 +55,17 @@ void parse_tool_call_arguments(OJson& message, size_t index) {
   }
 }
 
+// The roles of OpenAI's chat API ("function" is its deprecated form of "tool").
+void check_role(const std::string& role, size_t index) {
+  for (const char* known : {"system", "developer", "user", "assistant", "tool", "function"})
+    if (role == known) return;
+  const std::string field = fmt::format("messages[{}].role", index);
+  throw ApiError(400, "invalid_request_error", field,
+                 fmt::format("{}: '{:.40}' is not one of 'system', 'developer', 'user', "
+                             "'assistant', 'tool', 'function'",
+                             field, role));
+}
+
 OJson template_messages(const OJson& j) {
   if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty())
     throw bad_messages("'messages' must be a non-empty array");
@@ -63,6 +74,7 @@ OJson template_messages(const OJson& j) {
     OJson m = j["messages"][i];
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
       throw bad_messages("each message needs a string 'role'");
+    check_role(m["role"].get<std::string>(), i);
     const OJson content = m.contains("content") ? m["content"] : OJson(nullptr);
     if (content.is_array())
       m["content"] = content_text(content);
