@@ -130,7 +130,7 @@ TEST_F(HttpRoutesTest, HeadAndKeepAlive) {
   const int fd = test::connect_loopback(port_);
   ASSERT_GE(fd, 0);
   ASSERT_TRUE(test::send_all(fd, "HEAD / HTTP/1.1\r\nHost: x\r\n\r\n"));
-  const std::string head = test::read_response(fd, std::chrono::seconds(10));
+  const std::string head = test::read_response(fd, std::chrono::seconds(10), false, true);
   EXPECT_EQ(status_of(head), 200) << head;
   EXPECT_EQ(body_of(head), "") << "HEAD has no body";
   ASSERT_TRUE(test::send_all(fd, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));

@@ -1,6 +1,6 @@
 // A live `lmstack serve` under faults, as an attacker or a crowd would load it (issue 13
 // item 3, issue 19 item 3); all on 127.0.0.1, each bounded in connections and time:
-//  - 300 slowloris connections (a byte every 0.5 s, never finishing a head) while a valid
+//  - 300 slowloris connections (a header line every 0.5 s, never ending the head) while a valid
 //    client is served with the same greedy answer as on an idle server, in normal time;
 //    the slow ones then get 408 at the read timeout;
 //  - a 200 MiB header is refused with 431 after at most a few MiB, RSS stays flat;
@@ -77,13 +77,13 @@ TEST(HttpServerFaults, SlowClientsDoNotHoldUpAValidOne) {
   for (int i = 0; i < 300; ++i) {
     const int fd = test::connect_loopback(server.port());
     ASSERT_GE(fd, 0) << "connection " << i;
-    ASSERT_TRUE(test::send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: "));
+    ASSERT_TRUE(test::send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"));
     slow.push_back(fd);
   }
   std::atomic<bool> feeding{true};
-  std::thread feeder([&] {  // a byte to each every 0.5 s: never a whole head
+  std::thread feeder([&] {  // a header line to each every 0.5 s: never a whole head
     while (feeding.load()) {
-      for (int fd : slow) send(fd, "a", 1, MSG_NOSIGNAL);
+      for (int fd : slow) send(fd, "X-a: b\r\n", 8, MSG_NOSIGNAL);
       std::this_thread::sleep_for(500ms);
     }
   });

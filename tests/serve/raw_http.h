@@ -54,12 +54,14 @@ inline bool response_complete(const std::string& text) {
   return text.size() - head_end - 4 >= std::strtoull(head.c_str() + cl + 16, nullptr, 10);
 }
 
-// Reads until a whole response, the close, or the timeout; returns what came.
+// Reads until a whole response (`head_only`: its head, as for HEAD), the close, or the
+// timeout; returns what came.
 inline std::string read_response(int fd, std::chrono::milliseconds timeout,
-                                 bool until_close = false) {
+                                 bool until_close = false, bool head_only = false) {
   std::string got;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (until_close || !response_complete(got)) {
+  while (until_close ||
+         !(head_only ? got.find("\r\n\r\n") != std::string::npos : response_complete(got))) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     pollfd p = {fd, POLLIN, 0};

@@ -311,7 +311,11 @@ Json bench_in_process(BenchServeOptions o) {
   e.make_detokenizer = serve::OpenAiApi::detokenizer_factory(s.tokenizer);
   serve::Engine engine(s.model.config, s.model.weights, pool, e);
   serve::OpenAiApi api(engine, s.tokenizer, "bench");
-  serve::HttpServer server(api, {"127.0.0.1", 0, "", 1024, 3600});
+  serve::HttpServerOptions http;
+  http.host = "127.0.0.1";
+  http.port = 0;
+  http.request_timeout_s = 3600;
+  serve::HttpServer server(api, http);
   const int port = server.bind();
   engine.start();
   std::thread listener([&] { server.listen(); });
