@@ -80,6 +80,17 @@ std::string wait_done(test::HeadlessChromium& browser) {
   return state;
 }
 
+// Waits (<= 30 s) until the page's script has run (open() returns before the load).
+void wait_ready(test::HeadlessChromium& browser) {
+  for (int i = 0; i < 300; ++i) {
+    if (browser.evaluate("document.readyState === 'complete' && window.lmstack !== undefined")
+            .get<bool>())
+      return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  throw std::runtime_error("the page did not load in 30 s");
+}
+
 Json page_stats(test::HeadlessChromium& browser) {
   return Json::parse(
       browser
@@ -155,6 +166,7 @@ TEST(WebChatPage, LongConversationPastTheContextThenNewChat) {
   test::HeadlessChromium browser(chromium, server.dir() + "/profile");
   browser.open(
       fmt::format("http://127.0.0.1:{}/?max_tokens={}&temperature=0", server.port(), kReply));
+  wait_ready(browser);
   browser.set_viewport(900, 900);
   int max_dropped = 0;
   for (int turn = 0; turn < 10; ++turn) {
@@ -197,6 +209,7 @@ TEST(WebChatPage, RendersMarkdownAndKeepsHtmlAsText) {
   ASSERT_TRUE(server.ok()) << server.error();
   test::HeadlessChromium browser(chromium, server.dir() + "/profile");
   browser.open(fmt::format("http://127.0.0.1:{}/", server.port()));
+  wait_ready(browser);
   browser.set_viewport(900, 700);
   const std::string markdown =
       "# Title\n**bold** and *it* and `x<y`\n<img src=x onerror=\"window.pwned=1\">"
