@@ -9,8 +9,9 @@
 //  - 10 rounds of 64 clients mixing valid requests, streams dropped mid-way, malformed
 //    requests and requests abandoned half-sent: every valid answer right, every malformed
 //    one a 4xx, 0 KV blocks held after each round, RSS flat over rounds;
-//  - SIGTERM with streams in flight: each ends with an error event, "data: [DONE]" and the
-//    chunked terminator; the server exits.
+//  - SIGTERM with streams in flight: past --shutdown-grace each ends with an error event,
+//    "data: [DONE]" and the chunked terminator; within it each finishes normally, new
+//    connections are refused meanwhile, and the server exits as soon as they are done.
 #include <fcntl.h>
 
 #include <atomic>
@@ -304,7 +305,16 @@ TEST(HttpServerFaults, SigtermEndsStreamsInFlightCleanly) {
     }
     ASSERT_NE(got[i].find("data: {"), std::string::npos) << got[i];
   }
+  const int waiting = test::connect_loopback(server.port());  // a non-streaming one too
+  ASSERT_TRUE(test::send_all(
+      waiting, post_request("/v1/completions", R"({"model":"default","prompt":"Once",)"
+                                               R"("max_tokens":480,"ignore_eos":true})")));
+  std::this_thread::sleep_for(100ms);
   ASSERT_EQ(kill(server.pid(), SIGTERM), 0);
+  const std::string answer = test::read_response(waiting, 20s);
+  close(waiting);
+  EXPECT_EQ(status_of(answer), 503) << answer;
+  EXPECT_NE(answer.find("\r\nConnection: close\r\n"), std::string::npos) << answer;
   for (size_t i = 0; i < streams.size(); ++i) {
     got[i] += test::read_response(streams[i], 20s, /*until_close=*/true);
     close(streams[i]);
@@ -317,6 +327,36 @@ TEST(HttpServerFaults, SigtermEndsStreamsInFlightCleanly) {
   }
   EXPECT_TRUE(server.terminate(15s)) << "the server did not exit after SIGTERM";
   EXPECT_NE(server.log_text().find("stopped"), std::string::npos) << server.log_text();
+}
+
+TEST(HttpServerFaults, SigtermLetsStreamsFinishWithinTheGrace) {
+  test::LiveServer server("http_sigterm_grace", "--threads 1 --kv-memory 64MiB --shutdown-grace 60",
+                          lmstack::test::source_path("models/default"));
+  ASSERT_TRUE(server.ok()) << server.error();
+  const std::string body =
+      R"({"model":"default","prompt":"Once","max_tokens":48,"ignore_eos":true,"stream":true})";
+  std::vector<int> streams;
+  for (int i = 0; i < 2; ++i) {
+    streams.push_back(test::connect_loopback(server.port()));
+    ASSERT_TRUE(test::send_all(streams.back(), post_request("/v1/completions", body)));
+  }
+  std::this_thread::sleep_for(50ms);  // both submitted
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(server.pid(), SIGTERM), 0);
+  std::this_thread::sleep_for(100ms);
+  const int late = test::connect_loopback(server.port());
+  EXPECT_LT(late, 0) << "a connection was accepted after SIGTERM";
+  if (late >= 0) close(late);
+  for (size_t i = 0; i < streams.size(); ++i) {
+    const std::string s = test::read_response(streams[i], 30s, /*until_close=*/true);
+    close(streams[i]);
+    EXPECT_EQ(s.find("shutting down"), std::string::npos) << "stream " << i << " was cut";
+    EXPECT_NE(s.find("\"finish_reason\":\"length\""), std::string::npos) << s;
+    ASSERT_GE(s.size(), 21u);
+    EXPECT_EQ(s.substr(s.size() - 21), "data: [DONE]\n\n\r\n0\r\n\r\n") << "stream " << i;
+  }
+  EXPECT_TRUE(server.terminate(15s));
+  EXPECT_LT(seconds_since(t0), 30.0) << "the drain waited for the whole grace, not the requests";
 }
 
 }  // namespace
