@@ -78,7 +78,13 @@ struct Connection {
 };
 
 struct HttpServer::Impl {
-  Impl(OpenAiApi& api, HttpServerOptions o) : options(std::move(o)), router(api, options.api_key) {}
+  // The wake descriptor exists before listen() so that stop() from another thread never
+  // races with its creation.
+  Impl(OpenAiApi& api, HttpServerOptions o)
+      : options(std::move(o)),
+        router(api, options.api_key),
+        epoll(epoll_create1(EPOLL_CLOEXEC)),
+        wake(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
   ~Impl();
 
   // Loop (I/O thread).
@@ -180,8 +186,7 @@ void HttpServer::stop() {
 }
 
 void HttpServer::Impl::run() {
-  epoll = epoll_create1(EPOLL_CLOEXEC);
-  wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (epoll < 0 || wake < 0) throw_error<IoError>("epoll/eventfd: {}", std::strerror(errno));
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = kListenerTag;
