@@ -5,6 +5,7 @@
 #include "lmstack/serve/http_server.h"
 
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -37,6 +38,7 @@ constexpr size_t kReadChunk = 64 << 10;
 constexpr size_t kMaxPendingOut = 1 << 20;   // a stream pauses while this much is unsent
 constexpr size_t kMaxLingerBytes = 4 << 20;  // discarded after an error answer, then close
 constexpr auto kLinger = std::chrono::seconds(2);
+constexpr size_t kTrimAfterBody = 1 << 20;
 
 Clock::duration to_duration(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
@@ -329,12 +331,19 @@ void HttpServer::Impl::work() {
       jobs.pop_front();
     }
     HttpReply reply = router.handle(job.second);
+    const bool large = job.second.body.size() > kTrimAfterBody;
+    const uint64_t tag = job.first;
+    job = {};
     {
       std::lock_guard lock(mu);
-      replies.emplace_back(job.first, std::move(reply));
+      replies.emplace_back(tag, std::move(reply));
     }
     const uint64_t one = 1;
     [[maybe_unused]] const ssize_t n = write(wake, &one, sizeof(one));
+    // The parse of a large body leaves its JSON tree and token buffers freed in this
+    // thread's malloc arena, which glibc keeps; hand the pages back so RSS returns to the
+    // server's working set.
+    if (large) malloc_trim(0);
   }
 }
 
