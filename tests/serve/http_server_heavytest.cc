@@ -198,7 +198,7 @@ TEST(HttpServerFaults, OversizedBodyIsRefusedBeforeItIsRead) {
 // each leave their memory behind: the worker pool is fixed (2 threads, so per-thread
 // tokenizer buffers are bounded by 2) and trims its malloc arena after a large body. Before
 // (256 handler threads, each keeping what its biggest request took, no trim) four such
-// bodies left RSS 384 MiB higher, six about 570 MiB.
+// bodies left RSS 375 MiB higher (models/default; about 94 MiB per body).
 TEST(HttpServerFaults, LargeBodiesDoNotKeepMemory) {
   test::LiveServer server("http_large_bodies", "--kv-memory 16MiB --threads 1");
   ASSERT_TRUE(server.ok()) << server.error();
