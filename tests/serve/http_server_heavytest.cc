@@ -13,8 +13,10 @@
 //    "data: [DONE]" and the chunked terminator; within it each finishes normally, new
 //    connections are refused meanwhile, and the server exits as soon as they are done.
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <fstream>
 #include <iostream>
 #include <regex>
 #include <thread>
@@ -214,6 +216,40 @@ TEST(HttpServerFaults, LargeBodiesDoNotKeepMemory) {
   const long after = test::rss_kib(server.pid());
   std::cout << fmt::format("6 x 15 MiB bodies: RSS {} -> {} KiB\n", before, after);
   EXPECT_LT(after - before, 192 << 10) << "RSS kept what the large bodies took";
+}
+
+// CPU time (user + system, in clock ticks) of a process so far; -1 if unknown.
+long cpu_ticks(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string field;
+  long ticks = 0;
+  for (int i = 1; i <= 15 && in >> field; ++i)
+    if (i == 14 || i == 15) ticks += std::stol(field);
+  return in ? ticks : -1;
+}
+
+// Out of file descriptors (a 64-descriptor limit, 100 connections), the server neither
+// spins on its always-readable listener nor stops: once connections close it serves again.
+TEST(HttpServerFaults, DescriptorExhaustionDoesNotSpin) {
+  std::string out;
+  if (lmstack::test::run_command("command -v prlimit", &out) != 0)
+    GTEST_SKIP() << "prlimit (util-linux) is not on PATH";
+  test::LiveServer server("http_emfile", "--kv-memory 16MiB --threads 1", "",
+                          "prlimit --nofile=64:64");
+  ASSERT_TRUE(server.ok()) << server.error();
+  std::vector<int> fds;
+  for (int i = 0; i < 100; ++i) fds.push_back(test::connect_loopback(server.port()));
+  std::this_thread::sleep_for(500ms);
+  const long before = cpu_ticks(server.pid());
+  std::this_thread::sleep_for(2s);
+  const long used = cpu_ticks(server.pid()) - before;
+  std::cout << "cpu ticks while out of descriptors: " << used << " (pid " << server.pid() << ")\n";
+  // Idle it uses ~0 ticks; spinning takes >= 25 of 200 even on a loaded 2-core machine.
+  EXPECT_LT(used, sysconf(_SC_CLK_TCK) / 10) << "the server spun while out of descriptors";
+  for (int fd : fds)
+    if (fd >= 0) close(fd);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(status_of(http_exchange(server.port(), post_request("/v1/completions", kGreedy))), 200);
 }
 
 // One client of the mixed crowd; returns "" when it behaved as expected, else what not.

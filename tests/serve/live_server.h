@@ -23,8 +23,9 @@ class LiveServer {
   // `name` names the temp dir; `serve_args` are extra `lmstack serve` flags; `model_dir`
   // empty: a fresh tiny-llama. Check ok() and error() after construction (a test cannot
   // ASSERT in a constructor).
+  // `launcher` prefixes the command (e.g. "prlimit --nofile=64:64").
   LiveServer(const std::string& name, const std::string& serve_args,
-             const std::string& model_dir = "") {
+             const std::string& model_dir = "", const std::string& launcher = "") {
     dir_ = lmstack::test::temp_dir(name);
     const std::string bin = lmstack::test::lmstack_binary();
     std::string model = model_dir;
@@ -35,8 +36,9 @@ class LiveServer {
     }
     std::string out;
     log_ = dir_ + "/serve.log";
-    lmstack::test::run_command(bin + " serve --model " + model + " --port 0 " + serve_args + " > " +
-                                   log_ + " 2>&1 & echo $!",
+    const std::string exec = launcher.empty() ? "exec " : "exec " + launcher + " ";
+    lmstack::test::run_command(exec + bin + " serve --model " + model + " --port 0 " + serve_args +
+                                   " > " + log_ + " 2>&1 & echo $!",
                                &out, false);
     pid_ = std::stoi(out);
     port_ = wait_for_port();

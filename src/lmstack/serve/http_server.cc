@@ -121,6 +121,8 @@ struct HttpServer::Impl {
   std::set<uint64_t> generating;  // connections in kGenerating
   std::atomic<bool> stop_requested{false};
   bool draining = false, cut = false;
+  bool accept_paused = false;  // the listener is out of epoll after EMFILE
+  Clock::time_point next_fd_warning;
   Clock::time_point grace_end, flush_end;
 
   std::mutex mu;
@@ -221,8 +223,16 @@ void HttpServer::Impl::accept_all() {
   while (true) {
     const int fd = accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EMFILE || errno == ENFILE)
-        log_warn("accept: out of file descriptors ({} connections open)", conns.size());
+      // Out of descriptors the listener stays readable: stop watching it for a moment
+      // instead of spinning on a level-triggered event (check_deadlines() resumes it).
+      if ((errno == EMFILE || errno == ENFILE) && !accept_paused) {
+        if (Clock::now() >= next_fd_warning) {
+          log_warn("accept: out of file descriptors ({} connections open)", conns.size());
+          next_fd_warning = Clock::now() + std::chrono::seconds(10);
+        }
+        epoll_ctl(epoll, EPOLL_CTL_DEL, listener, nullptr);
+        accept_paused = true;
+      }
       return;
     }
     if (static_cast<int>(conns.size()) >= options.max_connections) {
@@ -519,6 +529,13 @@ void HttpServer::Impl::close_connection(Connection& c) {
 // and the drain's grace and flush limits.
 void HttpServer::Impl::check_deadlines() {
   const Clock::time_point now = Clock::now();
+  if (accept_paused && listener >= 0) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kListenerTag;
+    epoll_ctl(epoll, EPOLL_CTL_ADD, listener, &ev);
+    accept_paused = false;
+  }
   if (draining && !cut && now >= grace_end) {
     cut = true;
     for (const uint64_t tag : std::vector<uint64_t>(generating.begin(), generating.end()))
