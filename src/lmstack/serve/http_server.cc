@@ -1,7 +1,8 @@
 // The event-driven HTTP/1.1 transport of the OpenAI-compatible API (see http_server.h): one
-// epoll loop (level-triggered) owns every socket; worker threads run the routes; engine
-// events are polled from the loop (every 2 ms while any request is generating), since a
-// RequestStream has no descriptor to wait on.
+// epoll loop (level-triggered) owns every socket and worker threads run the routes. This
+// file: sockets, reading requests, answering; http_server_stream.cc: engine events (polled
+// every 2 ms while any request generates, since a RequestStream has no descriptor to wait
+// on), deadlines and the drain.
 #include "lmstack/serve/http_server.h"
 
 #include <arpa/inet.h>
@@ -26,112 +27,11 @@
 #include <unordered_map>
 
 #include "lmstack/core/log.h"
-#include "lmstack/serve/http_routes.h"
+#include "lmstack/serve/http_server_impl.h"
 
 namespace lmstack::serve {
-namespace {
 
-using Clock = std::chrono::steady_clock;
-
-constexpr uint64_t kListenerTag = 0, kWakeTag = 1;
-constexpr size_t kReadChunk = 64 << 10;
-constexpr size_t kMaxPendingOut = 1 << 20;   // a stream pauses while this much is unsent
-constexpr size_t kMaxLingerBytes = 4 << 20;  // discarded after an error answer, then close
-constexpr auto kLinger = std::chrono::seconds(2);
-constexpr size_t kTrimAfterBody = 1 << 20;
-
-Clock::duration to_duration(double s) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-}
-
-// An SSE error event and the end marker: how a stream ends when the server stops it.
-std::string shutdown_events() {
-  return "data: " +
-         error_json("the server is shutting down; the reply was cut short", "server_error", "",
-                    503) +
-         "\n\ndata: [DONE]\n\n";
-}
-
-}  // namespace
-
-// One client connection. States: kReading a request → kWorking (a worker runs its route) →
-// kGenerating (engine events are forwarded or collected) → kReading again (keep-alive) or
-// kClosing (send what is left) → kLingering (discard input briefly so the client can read
-// the answer before the close, RFC 9112 section 9.6), then closed.
-struct Connection {
-  enum class State { kReading, kWorking, kGenerating, kClosing, kLingering };
-  Connection(int socket, uint64_t tag, HttpLimits limits) : fd(socket), id(tag), reader(limits) {}
-  int fd;
-  uint64_t id;
-  State state = State::kReading;
-  std::string in, out;
-  size_t out_sent = 0;
-  RequestReader reader;
-  Clock::time_point deadline;  // kReading: the request by then; kLingering: close by then
-  bool got_bytes = false, continue_sent = false;
-  bool keep_alive = true, head_only = false;
-  int minor_version = 1;
-  uint32_t events = 0;
-  size_t lingered = 0;
-  std::shared_ptr<Generation> gen;
-  bool streaming = false, chunked = false;
-  Clock::time_point gen_deadline;
-  size_t pending() const { return out.size() - out_sent; }
-};
-
-struct HttpServer::Impl {
-  // The wake descriptor exists before listen() so that stop() from another thread never
-  // races with its creation.
-  Impl(OpenAiApi& api, HttpServerOptions o)
-      : options(std::move(o)),
-        router(api, options.api_key),
-        epoll(epoll_create1(EPOLL_CLOEXEC)),
-        wake(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
-  ~Impl();
-
-  // Loop (I/O thread).
-  void run();
-  void accept_all();
-  void on_event(uint64_t tag, uint32_t events);
-  void read_input(Connection& c);
-  void process_input(Connection& c);
-  void dispatch(Connection& c);
-  void on_reply(Connection& c, HttpReply reply);
-  void respond(Connection& c, const HttpReply& reply);
-  void start_generation(Connection& c, std::shared_ptr<Generation> gen);
-  void pump(Connection& c);
-  void end_generation(Connection& c);
-  void flush(Connection& c);
-  void after_answer(Connection& c);
-  void update_events(Connection& c);
-  void close_connection(Connection& c);
-  void check_deadlines();
-  void begin_drain();
-  void cut_short(Connection& c);
-  bool drained() const;
-  void take_replies();
-  // Workers.
-  void work();
-
-  HttpServerOptions options;
-  Router router;
-  int listener = -1, epoll = -1, wake = -1;
-  uint64_t next_tag = 2;
-  std::unordered_map<uint64_t, std::unique_ptr<Connection>> conns;
-  std::set<uint64_t> generating;  // connections in kGenerating
-  std::atomic<bool> stop_requested{false};
-  bool draining = false, cut = false;
-  bool accept_paused = false;  // the listener is out of epoll after EMFILE
-  Clock::time_point next_fd_warning;
-  Clock::time_point grace_end, flush_end;
-
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<std::pair<uint64_t, HttpRequest>> jobs;   // GUARDED_BY(mu)
-  std::deque<std::pair<uint64_t, HttpReply>> replies;  // GUARDED_BY(mu)
-  bool workers_stop = false;                           // GUARDED_BY(mu)
-  std::vector<std::thread> workers;
-};
+using namespace http_internal;
 
 HttpServer::Impl::~Impl() {
   {
@@ -400,68 +300,6 @@ void HttpServer::Impl::respond(Connection& c, const HttpReply& reply) {
   after_answer(c);
 }
 
-void HttpServer::Impl::start_generation(Connection& c, std::shared_ptr<Generation> gen) {
-  c.gen = std::move(gen);
-  c.streaming = c.gen->request.stream;
-  c.state = Connection::State::kGenerating;
-  generating.insert(c.id);
-  if (!c.streaming) {
-    c.gen_deadline = Clock::now() + to_duration(options.request_timeout_s);
-    return;
-  }
-  // HTTP/1.0 has no chunked coding: the stream's end is the connection's close.
-  c.chunked = c.minor_version >= 1;
-  if (!c.chunked) c.keep_alive = false;
-  std::vector<std::pair<std::string, std::string>> headers = {{"Content-Type", "text/event-stream"},
-                                                              {"Cache-Control", "no-cache"}};
-  headers.emplace_back(c.chunked ? "Transfer-Encoding" : "Connection",
-                       c.chunked ? "chunked" : "close");
-  c.out += http_head(200, c.minor_version, headers);
-  const std::string begin = c.gen->formatter->stream_begin();
-  c.out += c.chunked ? http_chunk(begin) : begin;
-  flush(c);
-}
-
-// Forwards (streaming) or collects (waiting) what the engine produced meanwhile.
-void HttpServer::Impl::pump(Connection& c) {
-  Generation& g = *c.gen;
-  for (int i = 0; i < 256 && c.pending() < kMaxPendingOut; ++i) {
-    std::optional<StreamEvent> e = g.stream->next(std::chrono::milliseconds(0));
-    if (!e) break;
-    const bool last = e->kind == StreamEvent::Kind::kDone || e->kind == StreamEvent::Kind::kError;
-    if (c.streaming) {
-      const std::string text = g.formatter->stream_event(*e);
-      c.out += c.chunked ? http_chunk(text) : text;
-      if (last) {
-        if (c.chunked) c.out += "0\r\n\r\n";
-        end_generation(c);
-        return after_answer(c);
-      }
-      continue;
-    }
-    g.formatter->add(*e);
-    if (!g.formatter->finished()) continue;
-    end_generation(c);
-    if (!g.formatter->error().empty())
-      return respond(c, error_reply(500, g.formatter->error(), "internal_error"));
-    HttpReply r;
-    r.body = dump_json(g.formatter->response());
-    return respond(c, r);
-  }
-  if (!c.streaming && Clock::now() > c.gen_deadline) {
-    g.stream->cancel();
-    end_generation(c);
-    return respond(
-        c, error_reply(504, "the request took longer than the server's timeout", "timeout"));
-  }
-  flush(c);
-}
-
-void HttpServer::Impl::end_generation(Connection& c) {
-  generating.erase(c.id);
-  c.state = Connection::State::kReading;
-}
-
 // After an answer is queued: read the next request (its bytes may already be in `in`) or
 // close once the answer is out.
 void HttpServer::Impl::after_answer(Connection& c) {
@@ -523,77 +361,6 @@ void HttpServer::Impl::close_connection(Connection& c) {
   epoll_ctl(epoll, EPOLL_CTL_DEL, c.fd, nullptr);
   ::close(c.fd);
   conns.erase(c.id);  // c is gone after this
-}
-
-// Read deadlines (408 when part of a request came, else a quiet close), lingering closes,
-// and the drain's grace and flush limits.
-void HttpServer::Impl::check_deadlines() {
-  const Clock::time_point now = Clock::now();
-  if (accept_paused && listener >= 0) {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.u64 = kListenerTag;
-    epoll_ctl(epoll, EPOLL_CTL_ADD, listener, &ev);
-    accept_paused = false;
-  }
-  if (draining && !cut && now >= grace_end) {
-    cut = true;
-    for (const uint64_t tag : std::vector<uint64_t>(generating.begin(), generating.end()))
-      cut_short(*conns.at(tag));
-  }
-  std::vector<Connection*> expired;
-  for (auto& [tag, c] : conns) {
-    const bool timed =
-        c->state == Connection::State::kReading || c->state == Connection::State::kLingering;
-    if ((timed && now >= c->deadline) || (draining && now >= flush_end)) expired.push_back(c.get());
-  }
-  for (Connection* c : expired) {
-    if (c->state == Connection::State::kReading && c->got_bytes &&
-        !(draining && now >= flush_end)) {
-      c->keep_alive = false;
-      respond(*c, error_reply(408, "the request did not arrive within the server's read timeout",
-                              "invalid_request_error"));
-    } else {
-      close_connection(*c);
-    }
-  }
-}
-
-void HttpServer::Impl::begin_drain() {
-  draining = true;
-  grace_end = Clock::now() + to_duration(options.shutdown_grace_s);
-  flush_end = grace_end + std::chrono::seconds(2);
-  epoll_ctl(epoll, EPOLL_CTL_DEL, listener, nullptr);
-  ::close(listener);
-  listener = -1;
-  std::vector<Connection*> idle;
-  for (auto& [tag, c] : conns)
-    if (c->state == Connection::State::kReading && !c->got_bytes) idle.push_back(c.get());
-  for (Connection* c : idle) close_connection(*c);
-  if (options.shutdown_grace_s <= 0) check_deadlines();
-}
-
-// Ends a generation the drain did not wait for: a stream gets an error event and [DONE],
-// a waiting request a 503.
-void HttpServer::Impl::cut_short(Connection& c) {
-  c.gen->stream->cancel();
-  c.keep_alive = false;
-  const bool streaming = c.streaming, chunked = c.chunked;
-  end_generation(c);
-  if (!streaming)
-    return respond(c, error_reply(503, "the server is shutting down", "server_error"));
-  const std::string text = shutdown_events();
-  c.out += chunked ? http_chunk(text) + "0\r\n\r\n" : text;
-  after_answer(c);
-}
-
-// Every connection is idle or only lingering: nothing more to answer.
-bool HttpServer::Impl::drained() const {
-  for (const auto& [tag, c] : conns) {
-    const bool idle = c->state == Connection::State::kReading && !c->got_bytes;
-    if (!idle && c->state != Connection::State::kLingering) return false;
-  }
-  return true;
 }
 
 }  // namespace lmstack::serve
