@@ -83,6 +83,11 @@ TEST(HttpServerFaults, SlowClientsDoNotHoldUpAValidOne) {
     ASSERT_TRUE(test::send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"));
     slow.push_back(fd);
   }
+  // And one whose head is whole but whose body never is: the deadline covers the body too.
+  const int slow_body = test::connect_loopback(server.port());
+  ASSERT_TRUE(test::send_all(slow_body,
+                             "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                             "Content-Length: 100\r\n\r\n{\"model\""));
   std::atomic<bool> feeding{true};
   std::thread feeder([&] {  // a header line to each every 0.5 s: never a whole head
     while (feeding.load()) {
@@ -115,6 +120,9 @@ TEST(HttpServerFaults, SlowClientsDoNotHoldUpAValidOne) {
   }
   for (int fd : slow) close(fd);
   EXPECT_EQ(timed_out, 300);
+  const std::string body_answer = test::read_response(slow_body, 15s, /*until_close=*/true);
+  close(slow_body);
+  EXPECT_EQ(status_of(body_answer), 408) << body_answer;
 }
 
 // Sends `prefix` then filler until the server answers or stops reading; returns
