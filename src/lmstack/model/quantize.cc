@@ -157,6 +157,11 @@ ModelWeights quantize_weights(ThreadPool& pool, const ModelConfig& config,
   if (config.arch == Arch::kGpt2)
     throw_error<RequestError>(
         "quantize: GPT-2 checkpoints (Conv1D layout) are not supported; the llama family is");
+  if (config.moe.enabled() || config.mla.enabled())
+    throw_error<RequestError>(
+        "quantize: {} (experts / latent attention) is not supported yet "
+        "(issue 16)",
+        config.architecture);
   if (options.method == QuantMethod::kAwq && options.calibration_tokens.size() < 2)
     throw_error<RequestError>("quantize: --method awq needs a --calibration text");
   Timer timer;
