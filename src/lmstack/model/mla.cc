@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "lmstack/kernels/ops.h"
+#include "lmstack/kernels/quant.h"
 #include "lmstack/model/decoder.h"
 #include "lmstack/model/weights_internal.h"
 
@@ -48,10 +49,14 @@ const float* kv_b_f32(MlaState& st, int layer, const Tensor& kv_b) {
   if (st.kv_b_f32.size() <= static_cast<size_t>(layer))
     st.kv_b_f32.resize(static_cast<size_t>(layer) + 1);
   Tensor& t = st.kv_b_f32[static_cast<size_t>(layer)];
-  if (!t.defined())
+  if (!t.defined() && is_quantized(kv_b.dtype())) {  // a quantized model: dequantized once
+    t = Tensor::zeros(kv_b.shape(), DType::kF32, MemoryCategory::kBuffers);
+    kernels::dequantize_rows(kv_b, 0, kv_b.dim(0), t.data<float>());
+  } else if (!t.defined()) {
     t = kv_b.dtype() == DType::kF32
             ? kv_b
             : detail::convert_float(kv_b, DType::kF32, MemoryCategory::kBuffers);
+  }
   return std::as_const(t).data<float>();  // a mapped f32 view stays read-only
 }
 
