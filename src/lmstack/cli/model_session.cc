@@ -13,6 +13,7 @@
 #include "lmstack/core/log.h"
 #include "lmstack/core/thread_pool.h"
 #include "lmstack/model/kv_cache.h"
+#include "lmstack/model/mla.h"
 #include "lmstack/model/moe.h"
 #include "lmstack/tokenizer/chat_template.h"
 
@@ -140,6 +141,20 @@ double bytes_per_weight(DType t) {
 }
 
 // Bytes per parameter of calc part `key`, from the loaded tensors it counts.
+// MoE and MLA parts, priced at the dtype of a tensor they count (quantize may leave a narrow
+// matrix such as q_b_proj unquantized while the experts are); 0 for other keys.
+double moe_mla_part_bytes(const std::string& key, const model::ModelWeights& w) {
+  for (const model::LayerWeights& l : w.layers) {
+    const Tensor* t = nullptr;
+    if (l.moe && key == "experts") t = &l.moe->w_up[0];
+    if (l.moe && key == "shared_experts") t = &l.moe->shared_up;
+    if (l.mla && key == "attn_kv_a") t = &l.mla->kv_a;
+    if (l.mla && key == "attn_kv_b") t = &l.mla->kv_b;
+    if (t != nullptr && t->defined()) return bytes_per_weight(t->dtype());
+  }
+  return 0;
+}
+
 double part_bytes_per_weight(const std::string& key, const model::ModelWeights& w) {
   const model::LayerWeights& l = w.layers.front();
   const DType small = is_quantized(l.wq.dtype()) ? DType::kF32 : l.wq.dtype();
@@ -150,6 +165,7 @@ double part_bytes_per_weight(const std::string& key, const model::ModelWeights& 
   if (auto it = single.find(key); it != single.end() && it->second->defined())
     return bytes_per_weight(it->second->dtype());
   if (key == "router") return 4.0;  // MoE routers are held in f32 whatever the stored dtype
+  if (const double b = moe_mla_part_bytes(key, w); b > 0) return b;
   if (key == "mlp") {  // gate, up, down (or fc, proj): equal sizes, possibly different types
     const model::LayerWeights* dense = &l;  // MoE models: a dense layer need not be the first
     for (const model::LayerWeights& d : w.layers)
