@@ -2,8 +2,10 @@
 # instruction sets lives in files named *_avx512.cc / *_amx.cc, compiled with those flags
 # alone and called only after cpu_features() says the machine and OS support them.
 set(LMSTACK_BASE_ARCH_FLAGS -march=x86-64-v3 -mtune=generic)
+# No -mavx512fp16: no code uses FP16 arithmetic, and with it GCC emits AVX512-FP16 moves
+# (vmovw for _cvtsh_ss) that fault on AVX-512 CPUs without FP16 (this one: bf16 + vnni only).
 set(LMSTACK_AVX512_FLAGS -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16
-    -mavx512vnni -mavx512fp16
+    -mavx512vnni
     # GCC 12 warns inside its own avx512fintrin.h (_mm512_undefined_*): a false positive.
     -Wno-uninitialized -Wno-maybe-uninitialized)
 set(LMSTACK_AMX_FLAGS ${LMSTACK_AVX512_FLAGS} -mamx-tile -mamx-bf16 -mamx-int8)

@@ -49,6 +49,12 @@ TEST(Params, MoeAndMlaTotalsMatchPublished) {
   // Mixtral model card: 46.7B total, 12.9B active (top-2 of 8 experts).
   EXPECT_NEAR(static_cast<double>(count_parameters(model_preset("mixtral-8x7b")).active()) / 1e9,
               12.9, 0.05);
+  // Qwen1.5-MoE-A2.7B model card: 14.3B total, 2.7B activated. By hand from the HF shapes: per
+  // layer norms 2h, q/k/v/o 4h² + q/k/v biases 3h, router 60h, experts 60·3·h·1408, shared
+  // expert 3·h·5632 + its gate h; plus embedding and lm_head V·h each and the final norm h.
+  const ParamCount qwen = count_parameters(model_preset("qwen1.5-moe-a2.7b"));
+  EXPECT_EQ(qwen.total(), 14315784192);
+  EXPECT_NEAR(static_cast<double>(qwen.active()) / 1e9, 2.7, 0.02);
   // Llama 3.1 405B: HF reports 405,853,388,800.
   EXPECT_EQ(count_parameters(model_preset("llama-3.1-405b")).total(), 405853388800);
 }

@@ -3,6 +3,7 @@
 // DeepSeek's DeepseekV2/V3Config); defaults are those classes' defaults.
 #include "lmstack/calc/model_shape.h"
 
+#include <algorithm>
 #include <array>
 
 #include "lmstack/core/file.h"
@@ -10,8 +11,9 @@
 namespace lmstack::calc {
 namespace {
 
-constexpr std::array<const char*, 8> kModelTypes = {"gpt2",  "llama", "mistral",     "mixtral",
-                                                    "qwen2", "qwen3", "deepseek_v2", "deepseek_v3"};
+constexpr std::array<const char*, 10> kModelTypes = {
+    "gpt2",  "llama",     "mistral",   "mixtral",     "qwen2",
+    "qwen3", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"};
 
 std::string known_types() {
   std::string s;
@@ -54,6 +56,28 @@ void read_deepseek(const Json& j, const std::string& src, ModelShape& m) {
   m.head_dim = m.qk_nope_head_dim + m.qk_rope_head_dim;
 }
 
+// Qwen2MoeConfig / Qwen3MoeConfig: a layer is sparse unless listed in mlp_only_layers or off
+// the decoder_sparse_step grid; Qwen2-MoE adds one gated shared expert of its own width.
+void read_qwen_moe(const Json& j, const std::string& type, const std::string& src, ModelShape& m) {
+  m.num_experts = j.contains("num_experts") && !j["num_experts"].is_null()
+                      ? require<int64_t>(j, "num_experts", src)
+                      : require<int64_t>(j, "num_local_experts", src);
+  m.experts_per_token = require<int64_t>(j, "num_experts_per_tok", src);
+  m.moe_intermediate_size = require<int64_t>(j, "moe_intermediate_size", src);
+  const int64_t step = optional<int64_t>(j, "decoder_sparse_step", 1, src);
+  if (step <= 0) throw_error<ConfigError>("{}: 'decoder_sparse_step' must be > 0", src);
+  const std::vector<int64_t> dense = optional<std::vector<int64_t>>(j, "mlp_only_layers", {}, src);
+  m.first_dense_layers = 0;
+  for (int64_t l = 0; l < m.num_layers; ++l)
+    if ((l + 1) % step != 0 || std::find(dense.begin(), dense.end(), l) != dense.end())
+      ++m.first_dense_layers;
+  if (type == "qwen2_moe") {
+    m.shared_intermediate_size = optional<int64_t>(j, "shared_expert_intermediate_size", 5632, src);
+    m.num_shared_experts = m.shared_intermediate_size > 0 ? 1 : 0;
+    m.shared_expert_gate = m.num_shared_experts > 0;
+  }
+}
+
 ModelShape llama_like_from_json(const Json& j, const std::string& type, const std::string& src) {
   ModelShape m;
   m.vocab_size = require<int64_t>(j, "vocab_size", src);
@@ -67,10 +91,13 @@ ModelShape llama_like_from_json(const Json& j, const std::string& type, const st
   if (m.num_heads <= 0)
     throw_error<ConfigError>("{}: field 'num_attention_heads' must be > 0", src);
   m.head_dim = optional<int64_t>(j, "head_dim", m.hidden_size / m.num_heads, src);
-  m.qkv_bias = type == "qwen2" || optional<bool>(j, "attention_bias", false, src);
-  m.o_bias = type != "qwen2" && optional<bool>(j, "attention_bias", false, src);
+  const bool qwen2 = type == "qwen2" || type == "qwen2_moe";
+  m.qkv_bias = qwen2 ? optional<bool>(j, "qkv_bias", true, src)
+                     : optional<bool>(j, "attention_bias", false, src);
+  m.o_bias = !qwen2 && optional<bool>(j, "attention_bias", false, src);
   m.mlp_bias = optional<bool>(j, "mlp_bias", false, src);
-  m.qk_norm = type == "qwen3";
+  m.qk_norm = type == "qwen3" || type == "qwen3_moe";
+  if (type == "qwen2_moe" || type == "qwen3_moe") read_qwen_moe(j, type, src, m);
   if (type == "mixtral") {
     m.num_experts = require<int64_t>(j, "num_local_experts", src);
     m.experts_per_token = require<int64_t>(j, "num_experts_per_tok", src);

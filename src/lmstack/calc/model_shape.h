@@ -1,7 +1,8 @@
 // ModelShape: the numbers of a decoder-only transformer that calc needs (sizes, GQA, MoE, MLA),
 // read from a Hugging Face config.json or taken from a compiled-in preset (presets_models.cc).
 // calc links only core, so this is its own small reader, not model/config.h; it accepts the
-// gpt2, llama, mistral, mixtral, qwen2, qwen3 and deepseek_v2/v3 model types.
+// gpt2, llama, mistral, mixtral, qwen2, qwen3, qwen2_moe, qwen3_moe and deepseek_v2/v3 model
+// types.
 #pragma once
 
 #include <cstdint>
@@ -36,9 +37,12 @@ struct ModelShape {
   int64_t num_experts = 0;
   int64_t experts_per_token = 0;
   int64_t num_shared_experts = 0;
-  int64_t moe_intermediate_size = 0;  // width of one expert
-  int64_t first_dense_layers = 0;
-  bool router_bias = false;  // DeepSeek-V3 e_score_correction_bias
+  int64_t moe_intermediate_size = 0;     // width of one expert
+  int64_t first_dense_layers = 0;        // dense layers (Qwen-MoE: those mlp_only_layers and
+                                         // decoder_sparse_step leave dense, wherever they are)
+  int64_t shared_intermediate_size = 0;  // one shared expert's width (0: moe_intermediate_size)
+  bool shared_expert_gate = false;       // Qwen2-MoE: a [1, h] sigmoid gate on the shared expert
+  bool router_bias = false;              // DeepSeek-V3 e_score_correction_bias
 
   // Multi-head latent attention (DeepSeek-V2/V3); kv_lora_rank == 0 means no MLA.
   int64_t q_lora_rank = 0;  // 0 = plain q projection

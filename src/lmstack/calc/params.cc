@@ -74,9 +74,11 @@ void add_mlp(const ModelShape& m, PartBuilder& b) {
         fmt::format("L_moe*E*{}*h*I_e = {}*{}*{}*{}*{} (active: top-{} of {})", mats, Lm, E, mats,
                     h, Ie, k, E),
         Lm * k * per_expert);
-  b.add("shared_experts", "shared experts", Lm * m.num_shared_experts * per_expert, 0,
-        fmt::format("L_moe*S*{}*h*I_e = {}*{}*{}*{}*{}", mats, Lm, m.num_shared_experts, mats, h,
-                    Ie));
+  const int64_t Is = m.shared_intermediate_size > 0 ? m.shared_intermediate_size : Ie;
+  b.add("shared_experts", "shared experts", Lm * m.num_shared_experts * mats * h * Is,
+        m.shared_expert_gate ? Lm * h : 0,
+        fmt::format("L_moe*S*{}*h*I_s = {}*{}*{}*{}*{}{}", mats, Lm, m.num_shared_experts, mats, h,
+                    Is, m.shared_expert_gate ? " (+ sigmoid gate L_moe*h)" : ""));
   b.add("router", "router (gate)", Lm * E * h, m.router_bias ? Lm * E : 0,
         fmt::format("L_moe*E*h = {}*{}*{}{}", Lm, E, h, m.router_bias ? " (+ bias L_moe*E)" : ""));
 }

@@ -69,6 +69,19 @@ ModelShape with_experts(ModelShape m, int64_t experts, int64_t top_k) {
   return m;
 }
 
+// Qwen2-MoE: every layer sparse, one gated shared expert of its own width.
+ModelShape qwen2_moe(ModelShape m, int64_t experts, int64_t top_k, int64_t moe_inter,
+                     int64_t shared_inter) {
+  m.qkv_bias = true;
+  m.num_experts = experts;
+  m.experts_per_token = top_k;
+  m.moe_intermediate_size = moe_inter;
+  m.num_shared_experts = 1;
+  m.shared_intermediate_size = shared_inter;
+  m.shared_expert_gate = true;
+  return m;
+}
+
 // DeepSeek MLA + MoE decoder.
 struct DeepSeekDims {
   int64_t vocab, hidden, layers, heads, inter, moe_inter, routed, shared, top_k, dense, q_lora,
@@ -131,6 +144,11 @@ std::vector<ModelShape> build_table() {
       // huggingface.co/mistralai/Mixtral-8x7B-v0.1: as Mistral, num_local_experts 8,
       // num_experts_per_tok 2, expert intermediate 14336
       with_experts(llama("mixtral-8x7b", 32000, 4096, 32, 32, 8, 14336, 32768, false), 8, 2),
+      // huggingface.co/Qwen/Qwen1.5-MoE-A2.7B: vocab 151936, hidden 2048, 24 layers, 16 heads,
+      // 16 kv heads, intermediate 5632, 60 experts top-4 of moe_intermediate 1408, shared expert
+      // 5632 with its sigmoid gate, decoder_sparse_step 1, max_position 8192, untied
+      qwen2_moe(llama("qwen1.5-moe-a2.7b", 151936, 2048, 24, 16, 16, 5632, 8192, false), 60, 4,
+                1408, 5632),
       // huggingface.co/deepseek-ai/DeepSeek-V2-Lite: vocab 102400, hidden 2048, 27 layers, 16
       // heads, intermediate 10944, moe_intermediate 1408, 64 routed + 2 shared experts, top-6,
       // first_k_dense_replace 1, q_lora_rank null, max_position 163840

@@ -47,8 +47,14 @@ GenerateReport make_generate_report(const ModelSession& s, const model::Generato
   const int steps = std::max(g.generated_tokens - 1, 0);
   g.decode_tok_s = steps > 0 ? steps / std::max(r.decode_seconds, 1e-9) : 0;
   const double mean_ctx = r.prompt_tokens + steps / 2.0;
-  const DecodeTraffic t = decode_traffic(c, s.model.weights, mean_ctx, 1);
+  // MoE: the experts the decode steps actually read, per step.
+  const double expert_bytes =
+      c.moe.enabled() && steps > 0 ? static_cast<double>(r.decode_expert_bytes) / steps : -1;
+  const DecodeTraffic t = decode_traffic(c, s.model.weights, mean_ctx, 1, expert_bytes);
   g.decode_bytes_per_token = t.weight_bytes + t.kv_bytes;
+  g.decode_weight_bytes = t.weight_bytes;
+  g.decode_weight_predicted = predicted_decode_weight_bytes(c, s.model.weights, s.model.path);
+  g.moe = c.moe.enabled();
   g.decode_gbs = g.decode_bytes_per_token * g.decode_tok_s / 1e9;
   g.dram_gbs = m.dram_read_gbs;
   g.llc_gbs = m.llc_read_gbs;
@@ -80,6 +86,12 @@ void print_generate_report(const GenerateReport& r) {
   if (in_llc)
     std::printf("         %4.1f%% of the LLC-resident read bandwidth %.1f GB/s\n",
                 100 * r.decode_gbs / r.llc_gbs, r.llc_gbs);
+  if (r.moe)
+    std::printf(
+        "experts  decode read %.2f MB/token of weights (only the chosen experts), calc's "
+        "active parameters predict %.2f MB: ratio %.3f\n",
+        r.decode_weight_bytes / 1e6, r.decode_weight_predicted / 1e6,
+        r.decode_weight_bytes / r.decode_weight_predicted);
   std::printf("weights  %8.1f MB held (%s), calc predicts %.1f MB: ratio %.3f\n",
               r.weights_bytes / 1e6, r.weights_dtype.c_str(), r.weights_predicted / 1e6,
               r.weights_bytes / r.weights_predicted);
@@ -103,7 +115,9 @@ Json generate_report_json(const GenerateReport& r, const model::GenerateResult& 
           {"weights_bytes", r.weights_bytes},
           {"weights_bytes_predicted", r.weights_predicted},
           {"kv_cache_bytes", r.kv_bytes},
-          {"kv_cache_bytes_predicted", r.kv_predicted}};
+          {"kv_cache_bytes_predicted", r.kv_predicted},
+          {"decode_weight_bytes_per_token", r.decode_weight_bytes},
+          {"decode_weight_bytes_per_token_predicted", r.decode_weight_predicted}};
 }
 
 void write_run_metrics_file(const std::string& path, const ModelSession& s,

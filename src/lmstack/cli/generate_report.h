@@ -21,6 +21,10 @@ struct GenerateReport {
   double prefill_gflops = 0, peak_gflops = 0;
   double weights_bytes = 0, kv_bytes = 0;          // held (ledger)
   double weights_predicted = 0, kv_predicted = 0;  // calc
+  // Weight bytes one decode token read (MoE: only the chosen experts, as counted by the
+  // forward) and calc's active-parameter figure for them.
+  double decode_weight_bytes = 0, decode_weight_predicted = 0;
+  bool moe = false;
   std::string weights_dtype, finish_reason;
   int kv_context = 0;
 };

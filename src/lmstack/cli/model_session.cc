@@ -7,10 +7,14 @@
 
 #include "lmstack/calc/model_shape.h"
 #include "lmstack/calc/params.h"
+#include "lmstack/calc/predict.h"
 #include "lmstack/core/error.h"
 #include "lmstack/core/file.h"
 #include "lmstack/core/log.h"
 #include "lmstack/core/thread_pool.h"
+#include "lmstack/model/kv_cache.h"
+#include "lmstack/model/mla.h"
+#include "lmstack/model/moe.h"
 #include "lmstack/tokenizer/chat_template.h"
 
 namespace lmstack::cli {
@@ -95,8 +99,21 @@ MachineReport machine_report(const std::string& machine_file, int threads) {
   return r;
 }
 
+namespace {
+
+double all_expert_bytes(const model::ModelWeights& w) {
+  double b = 0;
+  for (const model::LayerWeights& l : w.layers)
+    if (l.moe)
+      for (size_t e = 0; e < l.moe->w_gate.size(); ++e)
+        b += static_cast<double>(l.moe->expert_bytes(static_cast<int>(e)));
+  return b;
+}
+
+}  // namespace
+
 DecodeTraffic decode_traffic(const model::ModelConfig& c, const model::ModelWeights& w,
-                             double context, double batch) {
+                             double context, double batch, double expert_bytes) {
   DecodeTraffic t;
   // All weights except the embedding table (only B rows of it are read), unless it doubles
   // as the lm_head (tied), which reads it whole.
@@ -105,7 +122,14 @@ DecodeTraffic decode_traffic(const model::ModelConfig& c, const model::ModelWeig
   if (w.lm_head.raw_data() != w.embed.raw_data())
     t.weight_bytes -= static_cast<double>(w.embed.nbytes());
   if (w.pos_embed.defined()) t.weight_bytes -= static_cast<double>(w.pos_embed.nbytes());
-  t.kv_bytes = 2.0 * c.num_layers * c.kv_dim() * sizeof(float) * context * batch;
+  if (c.moe.enabled()) {
+    const double all = all_expert_bytes(w), e = c.moe.num_experts;
+    t.weight_bytes -= all;
+    t.weight_bytes += expert_bytes >= 0
+                          ? expert_bytes
+                          : all * calc::expected_experts_touched(e, c.moe.top_k, batch) / e;
+  }
+  t.kv_bytes = static_cast<double>(model::KvCache::bytes_per_token(c)) * context * batch;
   return t;
 }
 
@@ -117,6 +141,20 @@ double bytes_per_weight(DType t) {
 }
 
 // Bytes per parameter of calc part `key`, from the loaded tensors it counts.
+// MoE and MLA parts, priced at the dtype of a tensor they count (quantize may leave a narrow
+// matrix such as q_b_proj unquantized while the experts are); 0 for other keys.
+double moe_mla_part_bytes(const std::string& key, const model::ModelWeights& w) {
+  for (const model::LayerWeights& l : w.layers) {
+    const Tensor* t = nullptr;
+    if (l.moe && key == "experts") t = &l.moe->w_up[0];
+    if (l.moe && key == "shared_experts") t = &l.moe->shared_up;
+    if (l.mla && key == "attn_kv_a") t = &l.mla->kv_a;
+    if (l.mla && key == "attn_kv_b") t = &l.mla->kv_b;
+    if (t != nullptr && t->defined()) return bytes_per_weight(t->dtype());
+  }
+  return 0;
+}
+
 double part_bytes_per_weight(const std::string& key, const model::ModelWeights& w) {
   const model::LayerWeights& l = w.layers.front();
   const DType small = is_quantized(l.wq.dtype()) ? DType::kF32 : l.wq.dtype();
@@ -126,10 +164,18 @@ double part_bytes_per_weight(const std::string& key, const model::ModelWeights& 
       {"lm_head", &w.lm_head}};
   if (auto it = single.find(key); it != single.end() && it->second->defined())
     return bytes_per_weight(it->second->dtype());
+  if (key == "router") return 4.0;  // MoE routers are held in f32 whatever the stored dtype
+  if (const double b = moe_mla_part_bytes(key, w); b > 0) return b;
   if (key == "mlp") {  // gate, up, down (or fc, proj): equal sizes, possibly different types
+    const model::LayerWeights* dense = &l;  // MoE models: a dense layer need not be the first
+    for (const model::LayerWeights& d : w.layers)
+      if (d.w_up.defined()) {
+        dense = &d;
+        break;
+      }
     double sum = 0;
     int n = 0;
-    for (const Tensor* t : {&l.w_gate, &l.w_up, &l.w_down})
+    for (const Tensor* t : {&dense->w_gate, &dense->w_up, &dense->w_down})
       if (t->defined()) sum += bytes_per_weight(t->dtype()), ++n;
     return sum / std::max(n, 1);
   }
@@ -145,6 +191,20 @@ double predicted_weight_bytes(const model::ModelConfig& c, const model::ModelWei
   double total = 0;
   for (const calc::ParamPart& p : calc::count_parameters(shape).parts)
     total += static_cast<double>(p.total) * part_bytes_per_weight(p.key, w);
+  return total;
+}
+
+double predicted_decode_weight_bytes(const model::ModelConfig& c, const model::ModelWeights& w,
+                                     const std::string& source) {
+  const calc::ModelShape shape = calc::ModelShape::from_hf_config(c.to_json(), source);
+  if (w.layers.empty()) return 0;
+  double total = 0;
+  for (const calc::ParamPart& p : calc::count_parameters(shape).parts) {
+    if (p.key == "embedding" && !shape.tied_embeddings) continue;  // gathered, not read whole
+    if (p.key == "position") continue;
+    total += static_cast<double>(p.key == "experts" ? p.active : p.total) *
+             part_bytes_per_weight(p.key, w);
+  }
   return total;
 }
 

@@ -36,13 +36,20 @@ std::vector<int32_t> encode_prompt(const ModelSession& s, const std::string& tex
 MachineReport machine_report(const std::string& machine_file, int threads);
 
 // Bytes a decode step reads: every weight matrix once (tied embeddings once) plus the KV of
-// `context` tokens per sequence.
+// `context` tokens per sequence (MLA: the cached latent rows). MoE models read only the experts
+// some token chose: `expert_bytes` per step when measured (>= 0), else every expert priced at
+// calc's expected fraction touched by `batch` tokens, E·(1 − (1 − k/E)^batch) of E.
 struct DecodeTraffic {
   double weight_bytes = 0;
   double kv_bytes = 0;
 };
 DecodeTraffic decode_traffic(const model::ModelConfig& c, const model::ModelWeights& w,
-                             double context, double batch);
+                             double context, double batch, double expert_bytes = -1);
+// calc's weight bytes one decode token reads: its active parameters (top-k of the routed
+// experts, every other weight, not the untied embedding table) priced as
+// predicted_weight_bytes prices them.
+double predicted_decode_weight_bytes(const model::ModelConfig& c, const model::ModelWeights& w,
+                                     const std::string& source);
 // The weight bytes calc predicts for this model: calc's parameter count per part (embedding,
 // attention Q/K/V/O, MLP, lm_head, norms) priced at the dtype of the loaded tensor it counts
 // (block-quantized types at block_bytes / block_size per weight). Norms and biases are priced

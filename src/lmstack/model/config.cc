@@ -8,8 +8,14 @@
 #include <array>
 #include <iterator>
 
+#include "lmstack/model/config_arch.h"
+
 namespace lmstack::model {
 namespace {
+
+using detail::parse_llama_common;
+using detail::parse_rope;
+using detail::write_llama_common;
 
 struct ArchEntry {
   const char* class_name;
@@ -73,6 +79,8 @@ RopeScaling parse_rope_object(const Json& s, const std::string& field, const std
 // "rope_parameters" {rope_theta, rope_type, factor, ...}; older versions a top-level
 // "rope_theta" and "rope_scaling". rope_parameters wins where both are present, as in
 // transformers 5 (it converts the legacy fields only when rope_parameters is absent).
+}  // namespace
+namespace detail {
 void parse_rope(const Json& j, const std::string& src, ModelConfig& c) {
   c.rope_theta = optional<float>(j, "rope_theta", 10000.0f, src);
   if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) {
@@ -89,6 +97,8 @@ void parse_rope(const Json& j, const std::string& src, ModelConfig& c) {
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
     c.rope_scaling = parse_rope_object(j["rope_scaling"], "rope_scaling", src);
 }
+}  // namespace detail
+namespace {
 
 Json rope_scaling_json(const RopeScaling& r) {
   if (r.type == "default") return nullptr;
@@ -123,6 +133,8 @@ const char* torch_dtype_name(DType t) {
 }
 
 // Fields shared by Llama, Mistral, Qwen2 and Qwen3 (transformers' LlamaConfig names).
+}  // namespace
+namespace detail {
 void parse_llama_common(const Json& j, const std::string& src, ModelConfig& c) {
   c.vocab_size = require<int>(j, "vocab_size", src);
   c.hidden_size = require<int>(j, "hidden_size", src);
@@ -145,6 +157,8 @@ void parse_llama_common(const Json& j, const std::string& src, ModelConfig& c) {
   c.qkv_bias = attention_bias;
   c.o_bias = attention_bias;
 }
+}  // namespace detail
+namespace {
 
 void parse_llama(const Json& j, const std::string& src, ModelConfig& c) {
   parse_llama_common(j, src, c);
@@ -243,6 +257,8 @@ void parse_gpt2(const Json& j, const std::string& src, ModelConfig& c) {
   c.rope_theta = 0;
 }
 
+}  // namespace
+namespace detail {
 void write_llama_common(const ModelConfig& c, Json& j) {
   j["vocab_size"] = c.vocab_size;
   j["hidden_size"] = c.hidden_size;
@@ -260,6 +276,8 @@ void write_llama_common(const ModelConfig& c, Json& j) {
   j["attention_bias"] = c.qkv_bias && c.o_bias;
   j["mlp_bias"] = false;
 }
+}  // namespace detail
+namespace {
 
 void write_mistral(const ModelConfig& c, Json& j) {
   write_llama_common(c, j);
@@ -292,14 +310,24 @@ void write_gpt2(const ModelConfig& c, Json& j) {
   j["tie_word_embeddings"] = c.tie_word_embeddings;
 }
 
-constexpr std::array<ArchEntry, 5> kArchs = {{
+constexpr std::array<ArchEntry, 10> kArchs = {{
     {"LlamaForCausalLM", "llama", Arch::kLlama, parse_llama, write_llama_common},
     {"MistralForCausalLM", "mistral", Arch::kMistral, parse_mistral, write_mistral},
     {"Qwen2ForCausalLM", "qwen2", Arch::kQwen2, parse_qwen2, write_qwen},
     {"Qwen3ForCausalLM", "qwen3", Arch::kQwen3, parse_qwen3, write_qwen},
     {"GPT2LMHeadModel", "gpt2", Arch::kGpt2, parse_gpt2, write_gpt2},
+    // Mixture of experts and latent attention (config_moe.cc).
+    {"MixtralForCausalLM", "mixtral", Arch::kMixtral, detail::parse_mixtral, detail::write_mixtral},
+    {"Qwen2MoeForCausalLM", "qwen2_moe", Arch::kQwen2Moe, detail::parse_qwen_moe,
+     detail::write_qwen_moe},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", Arch::kQwen3Moe, detail::parse_qwen_moe,
+     detail::write_qwen_moe},
+    {"DeepseekV2ForCausalLM", "deepseek_v2", Arch::kDeepseekV2, detail::parse_deepseek,
+     detail::write_deepseek},
+    {"DeepseekV3ForCausalLM", "deepseek_v3", Arch::kDeepseekV3, detail::parse_deepseek,
+     detail::write_deepseek},
 }};
-static_assert(kArchs.size() == static_cast<size_t>(Arch::kGpt2) + 1, "one row per Arch");
+static_assert(kArchs.size() == static_cast<size_t>(Arch::kDeepseekV3) + 1, "one row per Arch");
 
 const ArchEntry* find_arch(const std::string& class_name) {
   for (const ArchEntry& e : kArchs)
@@ -348,6 +376,7 @@ void validate(const ModelConfig& c, const std::string& src) {
                              c.num_layers);
   if (!c.learned_positions && c.head_dim % 2 != 0)
     throw_error<ConfigError>("{}: head_dim {} must be even for RoPE", src, c.head_dim);
+  detail::validate_moe_mla(c, src);
 }
 
 }  // namespace
@@ -403,6 +432,7 @@ Json ModelConfig::to_json() const {
 }
 
 int64_t ModelConfig::num_parameters() const {
+  if (moe.enabled() || mla.enabled()) return detail::moe_mla_num_parameters(*this);
   const int64_t C = hidden_size, V = vocab_size, F = intermediate_size;
   const int64_t qd = q_dim(), kvd = kv_dim();
   const int64_t norm_params = norm == NormKind::kLayerNorm ? 2 * C : C;  // weight (+ bias)

@@ -8,10 +8,24 @@
 
 #include "lmstack/core/dtype.h"
 #include "lmstack/core/json.h"
+#include "lmstack/model/mla_config.h"
+#include "lmstack/model/moe_config.h"
 
 namespace lmstack::model {
 
-enum class Arch : uint8_t { kLlama, kMistral, kQwen2, kQwen3, kGpt2 };
+// Append-only: new architectures go after kGpt2 (config.cc has one table row per value).
+enum class Arch : uint8_t {
+  kLlama,
+  kMistral,
+  kQwen2,
+  kQwen3,
+  kGpt2,
+  kMixtral,
+  kQwen2Moe,
+  kQwen3Moe,
+  kDeepseekV2,
+  kDeepseekV3
+};
 enum class NormKind : uint8_t { kRmsNorm, kLayerNorm };
 enum class MlpKind : uint8_t { kSwiGlu, kGeluTanh };  // gate/up/down vs fc/proj
 
@@ -54,6 +68,8 @@ struct ModelConfig {
   // sliding_window (Mistral).
   int sliding_window = 0;
   std::vector<int> layer_window;
+  MoeConfig moe;  // routed experts (Mixtral, Qwen-MoE, DeepSeek); !moe.enabled(): dense MLPs
+  MlaConfig mla;  // DeepSeek multi-head latent attention; !mla.enabled(): Q/K/V projections
   DType dtype = DType::kF32;  // torch_dtype of the stored weights
   int bos_token_id = -1;
   std::vector<int> eos_token_ids;

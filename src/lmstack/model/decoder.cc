@@ -63,6 +63,8 @@ Decoder::Decoder(const ModelConfig& config, const ModelWeights& weights, ThreadP
                            s.factor, s.low_freq_factor, s.high_freq_factor,
                            s.original_max_position);
   }
+  moe_stats_.tokens_per_expert.assign(
+      static_cast<size_t>(config.num_layers) * static_cast<size_t>(config.moe.num_experts), 0);
 }
 
 int64_t Decoder::activation_bytes() const {
@@ -122,6 +124,10 @@ void Decoder::attention_block(int l, const ForwardBatch& batch, KvCache& cache, 
   float* attn = static_cast<float*>(attn_.data());
   norm(h, x, w.attn_norm, w.attn_norm_bias, t);
   observe(l, LinearInput::kQkv, h, t, c.hidden_size);
+  if (w.mla) {  // DeepSeek multi-head latent attention (mla.h)
+    mla_attention(pool_, x, h, batch, cache, l, c, w.wq, w.wo, *w.mla, inv_freq_.data(), mla_);
+    return;
+  }
   kernels::linear(pool_, q, h, w.wq, t, ptr_or_null(w.bq));
   kernels::linear(pool_, k, h, w.wk, t, ptr_or_null(w.bk));
   kernels::linear(pool_, v, h, w.wv, t, ptr_or_null(w.bv));
@@ -158,6 +164,11 @@ void Decoder::mlp_block(int l, int64_t t, float* x) {
   float* up = static_cast<float*>(up_.data());
   norm(h, x, w.mlp_norm, w.mlp_norm_bias, t);
   observe(l, LinearInput::kGateUp, h, t, c.hidden_size);
+  if (w.moe) {  // a sparse layer: routed (+ shared) experts (moe.h)
+    moe_forward(pool_, x, h, t, l, c, *w.moe, moe_scratch_, &moe_stats_);
+    if (router_observer_) router_observer_(l, moe_scratch_.routing, t);
+    return;
+  }
   kernels::linear(pool_, up, h, w.w_up, t, ptr_or_null(w.b_up));
   if (c.mlp == MlpKind::kSwiGlu) {
     kernels::linear(pool_, gate, h, w.w_gate, t);

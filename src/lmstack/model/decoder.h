@@ -16,6 +16,8 @@
 #include "lmstack/core/thread_pool.h"
 #include "lmstack/model/config.h"
 #include "lmstack/model/kv_cache.h"
+#include "lmstack/model/mla.h"
+#include "lmstack/model/moe.h"
 #include "lmstack/model/weights.h"
 
 namespace lmstack::model {
@@ -58,6 +60,8 @@ enum class LinearInput : uint8_t { kQkv, kO, kGateUp, kDown };
 inline constexpr int kNumLinearInputs = 4;
 using LinearInputObserver =
     std::function<void(int layer, LinearInput site, const float* x, int64_t rows, int64_t width)>;
+// Sees each MoE layer's routing of the batch's rows (chosen[rows * k], best first).
+using RouterObserver = std::function<void(int layer, const MoeRouting& routing, int64_t rows)>;
 
 class Decoder {
  public:
@@ -73,6 +77,13 @@ class Decoder {
   // Optional: during forward, `fn` sees every linear group's f32 input [rows, width] before
   // the group runs, on the calling thread. nullptr removes it.
   void set_linear_input_observer(LinearInputObserver fn) { observer_ = std::move(fn); }
+
+  // Optional: during forward, `fn` sees every MoE layer's routing. nullptr removes it.
+  void set_router_observer(RouterObserver fn) { router_observer_ = std::move(fn); }
+  // MoE counters since construction (expert bytes read, tokens per expert); zero for dense models.
+  const MoeStats& moe_stats() const { return moe_stats_; }
+  // MLA: which form of attention each sequence uses (kAuto: absorbed for decode rows).
+  void set_mla_mode(MlaMode mode) { mla_.mode = mode; }
 
   const ModelConfig& config() const { return config_; }
   // Bytes of the scratch activations currently held.
@@ -95,6 +106,10 @@ class Decoder {
   int64_t scratch_tokens_ = 0;
   HostBuffer x_, h_, q_, k_, v_, attn_, gate_, up_;  // x_: the residual stream
   LinearInputObserver observer_;
+  RouterObserver router_observer_;
+  MoeScratch moe_scratch_;
+  MoeStats moe_stats_;
+  MlaState mla_;
 };
 
 }  // namespace lmstack::model

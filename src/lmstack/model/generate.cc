@@ -59,6 +59,7 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt, const Sam
   result.last_logits.assign(next.begin(), next.end());
   result.prefill_seconds = timer.seconds();
   timer.reset();
+  const int64_t expert_bytes_before = decoder_.moe_stats().expert_bytes_read;
 
   result.finish_reason = "length";
   for (int step = 0; step < params.max_tokens; ++step) {
@@ -98,6 +99,7 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt, const Sam
     if (cb.on_token) cb.on_token(GeneratedToken{-1, tail, {}});
   }
   result.decode_seconds = timer.seconds();
+  result.decode_expert_bytes = decoder_.moe_stats().expert_bytes_read - expert_bytes_before;
   // Every token but the last sampled one went through the forward: its KV is valid.
   cached_tokens_ = history;
   if (!result.tokens.empty()) cached_tokens_.pop_back();

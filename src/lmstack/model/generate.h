@@ -39,7 +39,9 @@ struct GenerateResult {
   int prompt_tokens = 0;
   int cached_prompt_tokens = 0;  // of which reused from the previous call's KV
   double prefill_seconds = 0;
-  double decode_seconds = 0;       // all decode steps, sampling included
+  double decode_seconds = 0;  // all decode steps, sampling included
+  // MoE: bytes of expert matrices the decode steps read (each chosen expert once per step).
+  int64_t decode_expert_bytes = 0;
   std::vector<float> last_logits;  // logits that chose the first generated token
 };
 

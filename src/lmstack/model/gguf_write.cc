@@ -26,6 +26,15 @@ const char* gguf_arch_name(Arch a) {
       return "qwen3";
     case Arch::kGpt2:
       return "gpt2";
+    case Arch::kMixtral:  // llama.cpp runs Mixtral as llama with experts
+      return "llama";
+    case Arch::kQwen2Moe:
+      return "qwen2moe";
+    case Arch::kQwen3Moe:
+      return "qwen3moe";
+    case Arch::kDeepseekV2:
+    case Arch::kDeepseekV3:
+      return "deepseek2";
   }
   return "llama";
 }
@@ -201,6 +210,11 @@ void add_gpt2_layer(GgufWriter& w, MatrixConverter& conv, int i, const LayerWeig
 
 void write_gguf_model(const std::string& path, const ModelConfig& c, const ModelWeights& wts,
                       const std::string& tokenizer_source, const GgufWriteOptions& o) {
+  if (c.moe.enabled() || c.mla.enabled())
+    throw_error<ConfigError>(
+        "convert: GGUF export of {} (experts / latent attention, llama.cpp arch '{}') is not "
+        "implemented yet (issue 16)",
+        c.architecture, gguf_arch_name(c.arch));
   const DType t = o.matrix_dtype;
   if (!is_gguf_matrix_dtype(t))
     throw_error<ConfigError>(

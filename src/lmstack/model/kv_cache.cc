@@ -6,6 +6,10 @@
 namespace lmstack::model {
 
 int64_t KvCache::bytes_per_token(const ModelConfig& c) {
+  // MLA caches one row of [c_KV, k_R] per token and layer (mla.h), not K and V per head.
+  if (c.mla.enabled())
+    return static_cast<int64_t>(c.num_layers) * c.mla.cache_width() *
+           static_cast<int64_t>(sizeof(float));
   return 2ll * c.num_layers * c.num_kv_heads * c.head_dim * static_cast<int64_t>(sizeof(float));
 }
 
@@ -16,23 +20,24 @@ int64_t KvCache::blocks_for_bytes(const ModelConfig& c, int block_size, int64_t 
 KvCache::KvCache(const ModelConfig& config, int64_t num_blocks, int block_size)
     : num_blocks_(num_blocks),
       block_size_(block_size),
-      kv_heads_(config.num_kv_heads),
-      head_dim_(config.head_dim) {
+      kv_heads_(config.mla.enabled() ? 1 : config.num_kv_heads),
+      head_dim_(config.mla.enabled() ? config.mla.cache_width() : config.head_dim),
+      shared_kv_(config.mla.enabled()) {
   LMSTACK_CHECK(num_blocks > 0 && block_size > 0, "KV cache of {} blocks x {} tokens", num_blocks,
                 block_size);
   const size_t pool_bytes =
       static_cast<size_t>(num_blocks) * block_size * kv_heads_ * head_dim_ * sizeof(float);
   for (int l = 0; l < config.num_layers; ++l) {
     k_.emplace_back(pool_bytes, MemoryCategory::kKvCache);
-    v_.emplace_back(pool_bytes, MemoryCategory::kKvCache);
+    if (!shared_kv_) v_.emplace_back(pool_bytes, MemoryCategory::kKvCache);
   }
-  bytes_ = static_cast<int64_t>(pool_bytes) * 2 * config.num_layers;
+  bytes_ = static_cast<int64_t>(pool_bytes) * (shared_kv_ ? 1 : 2) * config.num_layers;
 }
 
 kernels::PagedKv KvCache::layer(int index) {
   kernels::PagedKv kv;
   kv.k = static_cast<float*>(k_[static_cast<size_t>(index)].data());
-  kv.v = static_cast<float*>(v_[static_cast<size_t>(index)].data());
+  kv.v = shared_kv_ ? kv.k : static_cast<float*>(v_[static_cast<size_t>(index)].data());
   kv.num_blocks = num_blocks_;
   kv.block_size = block_size_;
   kv.kv_heads = kv_heads_;

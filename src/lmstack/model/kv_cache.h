@@ -2,7 +2,9 @@
 // ([num_blocks, block_size, kv_heads, head_dim] f32), all allocated once and counted under
 // MemoryCategory::kKvCache. Which blocks a sequence owns is the caller's business (a
 // BlockPool for a single generation, serve's BlockManager for many); a token's KV lives at
-// slot = block * block_size + offset (vLLM's PagedAttention, Kwon et al. 2023).
+// slot = block * block_size + offset (vLLM's PagedAttention, Kwon et al. 2023). MLA models
+// (config.mla) keep one pool per layer of [c_KV, k_R] rows ([num_blocks, block_size, 1,
+// kv_lora_rank + qk_rope_head_dim]); layer() then returns it as both K and V.
 //
 // Thread safety: none; the forward writes the pools while it runs.
 #pragma once
@@ -23,7 +25,8 @@ class KvCache {
 
   // Blocks that fit in `bytes` for this model (K and V of every layer, f32).
   static int64_t blocks_for_bytes(const ModelConfig& config, int block_size, int64_t bytes);
-  // Bytes of K and V for one token across all layers: 2 · L · Hkv · D · 4.
+  // Bytes of K and V for one token across all layers: 2 · L · Hkv · D · 4 (MLA: L · (d_c + d_R) ·
+  // 4).
   static int64_t bytes_per_token(const ModelConfig& config);
 
   kernels::PagedKv layer(int index);
@@ -36,6 +39,7 @@ class KvCache {
   int block_size_;
   int kv_heads_;
   int head_dim_;
+  bool shared_kv_ = false;  // MLA: one pool is both K and V
   int64_t bytes_ = 0;
   std::vector<HostBuffer> k_, v_;  // one per layer
 };

@@ -5,6 +5,7 @@
 #include "lmstack/model/presets.h"
 
 #include "lmstack/model/config.h"
+#include "lmstack/model/presets_internal.h"
 
 namespace lmstack::model {
 namespace {
@@ -90,6 +91,7 @@ std::vector<ModelPreset> build_presets() {
   tiny_qwen3["head_dim"] = 32;  // q_dim 128 != hidden 64: exercises an explicit head_dim
   p.push_back({"tiny-qwen3", "qwen3", "test (q/k norm, head_dim 32 with hidden 64)", tiny_qwen3});
   p.push_back({"tiny-gpt2", "gpt2", "test (MHA, tied)", gpt2_like(512, 64, 2, 4, 128)});
+  detail::append_moe_presets(p);
   return p;
 }
 

@@ -8,12 +8,15 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <memory>
 
 #include "lmstack/core/error.h"
 #include "lmstack/core/file.h"
 #include "lmstack/core/timer.h"
 #include "lmstack/kernels/quant.h"
 #include "lmstack/model/init_model.h"
+#include "lmstack/model/mla.h"
+#include "lmstack/model/moe.h"
 #include "lmstack/model/weights_internal.h"
 #include "lmstack/tokenizer/chat_template.h"
 
@@ -120,6 +123,37 @@ Tensor embedding_for(const Tensor& embed, DType weight_type) {
                                : detail::convert_float(embed, want, MemoryCategory::kWeights);
 }
 
+// Experts (and shared experts) and MLA's projections are quantized like the other matrices;
+// routers, the V3 score bias, Qwen2-MoE's shared-expert gate and the latent norms stay f32
+// (tiny, and a router's top-k is sensitive to rounding).
+void quantize_moe_mla(ThreadPool& pool, const LayerWeights& src, const std::string& prefix,
+                      DType want, LayerWeights& dst, QuantizeReport* report) {
+  const auto q = [&](const Tensor& t, const std::string& name) {
+    return t.defined() ? quantize_one(pool, prefix + name, to_f32(t), want, t.dtype(), report) : t;
+  };
+  if (src.moe) {
+    auto m = std::make_shared<MoeLayerWeights>(*src.moe);
+    m->router = to_f32(src.moe->router);
+    for (size_t e = 0; e < m->w_gate.size(); ++e) {
+      const std::string x = "experts." + std::to_string(e) + ".";
+      m->w_gate[e] = q(src.moe->w_gate[e], x + "gate");
+      m->w_up[e] = q(src.moe->w_up[e], x + "up");
+      m->w_down[e] = q(src.moe->w_down[e], x + "down");
+    }
+    m->shared_gate = q(src.moe->shared_gate, "shared.gate");
+    m->shared_up = q(src.moe->shared_up, "shared.up");
+    m->shared_down = q(src.moe->shared_down, "shared.down");
+    dst.moe = std::move(m);
+  }
+  if (src.mla) {
+    auto a = std::make_shared<MlaLayerWeights>(*src.mla);
+    a->q_a = q(src.mla->q_a, "self_attn.q_a_proj");
+    a->kv_a = q(src.mla->kv_a, "self_attn.kv_a_proj_with_mqa");
+    a->kv_b = q(src.mla->kv_b, "self_attn.kv_b_proj");
+    dst.mla = std::move(a);
+  }
+}
+
 }  // namespace
 
 DType parse_quant_type(std::string_view name) {
@@ -157,6 +191,10 @@ ModelWeights quantize_weights(ThreadPool& pool, const ModelConfig& config,
   if (config.arch == Arch::kGpt2)
     throw_error<RequestError>(
         "quantize: GPT-2 checkpoints (Conv1D layout) are not supported; the llama family is");
+  if ((config.moe.enabled() || config.mla.enabled()) && options.method == QuantMethod::kAwq)
+    throw_error<RequestError>(
+        "quantize: --method awq is not implemented for {} (experts / latent attention); use rtn",
+        config.architecture);
   if (options.method == QuantMethod::kAwq && options.calibration_tokens.size() < 2)
     throw_error<RequestError>("quantize: --method awq needs a --calibration text");
   Timer timer;
@@ -185,6 +223,7 @@ ModelWeights quantize_weights(ThreadPool& pool, const ModelConfig& config,
                                              options.weight_type, src.dtype(), report);
     }
     for (Tensor LayerWeights::*m : kSmall) out.layers[l].*m = work.layers[l].*m;
+    quantize_moe_mla(pool, weights.layers[l], prefix, options.weight_type, out.layers[l], report);
   }
   const bool tied = weights.lm_head.raw_data() == weights.embed.raw_data();
   if (tied && !is_quantized(options.weight_type))  // a plain conversion keeps the tie

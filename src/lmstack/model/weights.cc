@@ -9,6 +9,8 @@
 #include <map>
 
 #include "lmstack/core/half.h"
+#include "lmstack/model/mla.h"
+#include "lmstack/model/moe.h"
 #include "lmstack/model/weights_internal.h"
 
 namespace lmstack::model {
@@ -172,6 +174,13 @@ constexpr std::array<LayerField, 15> kLlamaLayer = {{
     {"mlp.down_proj.weight", &LayerWeights::w_down, Kind::kMatrix, down_mat, always},
 }};
 
+// False for the rows that MLA attention or a sparse layer's MoE block replace (weights_moe.cc).
+bool in_table(const ModelConfig& c, int i, const LayerField& f) {
+  const std::string_view s = f.suffix;
+  if (c.mla.enabled() && s.starts_with("self_attn.")) return false;
+  return !(c.moe.is_sparse(i) && s.starts_with("mlp."));
+}
+
 std::string layer_name(int i, const LayerField& f) {
   return "model.layers." + std::to_string(i) + "." + f.suffix;
 }
@@ -179,11 +188,13 @@ std::string layer_name(int i, const LayerField& f) {
 std::vector<HfTensorSpec> llama_tensor_specs(const ModelConfig& c) {
   const int64_t V = c.vocab_size, C = c.hidden_size;
   std::vector<HfTensorSpec> specs = {{"model.embed_tokens.weight", Shape{V, C}}};
-  for (int i = 0; i < c.num_layers; ++i)
+  for (int i = 0; i < c.num_layers; ++i) {
     for (const LayerField& f : kLlamaLayer)
-      if (f.present(c))
+      if (f.present(c) && in_table(c, i, f))
         specs.push_back(
             {layer_name(i, f), f.shape(c), f.kind == Kind::kNorm, f.kind == Kind::kBias});
+    detail::append_moe_mla_specs(c, i, specs);
+  }
   specs.push_back({"model.norm.weight", Shape{C}, true, false});
   if (!c.tie_word_embeddings) specs.push_back({"lm_head.weight", Shape{V, C}});
   return specs;
@@ -195,14 +206,16 @@ ModelWeights load_llama_weights(const ModelConfig& c, const SafetensorsSet& tens
   ModelWeights w;
   w.embed = detail::fetch_matrix(tensors, "model.embed_tokens.weight", Shape{V, C});
   w.layers.resize(static_cast<size_t>(c.num_layers));
-  for (int i = 0; i < c.num_layers; ++i)
+  for (int i = 0; i < c.num_layers; ++i) {
+    LayerWeights& l = w.layers[static_cast<size_t>(i)];
     for (const LayerField& f : kLlamaLayer) {
-      if (!f.present(c)) continue;
-      LayerWeights& l = w.layers[static_cast<size_t>(i)];
+      if (!f.present(c) || !in_table(c, i, f)) continue;
       l.*f.member = f.kind == Kind::kMatrix
                         ? detail::fetch_matrix(tensors, layer_name(i, f), f.shape(c))
                         : detail::fetch_small(tensors, layer_name(i, f), f.shape(c));
     }
+    detail::load_moe_mla_layer(c, tensors, i, l);
+  }
   w.final_norm = detail::fetch_small(tensors, "model.norm.weight", Shape{C});
   // An explicit lm_head wins over tying (a quantized model may keep a higher-precision
   // embedding table and a separately quantized output projection).
@@ -218,12 +231,14 @@ Tensor small_as(const Tensor& t, DType dtype) {
 std::vector<std::pair<std::string, Tensor>> llama_to_hf(const ModelConfig& c, const ModelWeights& w,
                                                         DType small) {
   std::vector<std::pair<std::string, Tensor>> out = {{"model.embed_tokens.weight", w.embed}};
-  for (int i = 0; i < c.num_layers; ++i)
+  for (int i = 0; i < c.num_layers; ++i) {
     for (const LayerField& f : kLlamaLayer) {
-      if (!f.present(c)) continue;
+      if (!f.present(c) || !in_table(c, i, f)) continue;
       const Tensor& t = w.layers[static_cast<size_t>(i)].*f.member;
       out.emplace_back(layer_name(i, f), f.kind == Kind::kMatrix ? t : small_as(t, small));
     }
+    detail::moe_mla_layer_to_hf(c, w.layers[static_cast<size_t>(i)], i, small, out);
+  }
   out.emplace_back("model.norm.weight", small_as(w.final_norm, small));
   if (!c.tie_word_embeddings) out.emplace_back("lm_head.weight", w.lm_head);
   return out;
@@ -240,11 +255,16 @@ int64_t ModelWeights::bytes() const {
     b = std::max(b, t.nbytes());
   };
   for (const Tensor* t : {&embed, &pos_embed, &final_norm, &final_norm_bias, &lm_head}) add(*t);
-  for (const LayerWeights& l : layers)
+  for (const LayerWeights& l : layers) {
     for (const Tensor* t : {&l.attn_norm, &l.attn_norm_bias, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq,
                             &l.bk, &l.bv, &l.bo, &l.q_norm, &l.k_norm, &l.mlp_norm,
                             &l.mlp_norm_bias, &l.w_gate, &l.w_up, &l.w_down, &l.b_up, &l.b_down})
       add(*t);
+    if (l.moe)
+      for (const Tensor* t : l.moe->tensors()) add(*t);
+    if (l.mla)
+      for (const Tensor* t : l.mla->tensors()) add(*t);
+  }
   int64_t total = 0;
   for (const auto& [ptr, b] : seen) total += b;
   return total;

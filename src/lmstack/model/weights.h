@@ -8,6 +8,7 @@
 // (Tensor::defined() == false).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,9 @@
 #include "lmstack/model/config.h"
 
 namespace lmstack::model {
+
+struct MoeLayerWeights;  // model/moe.h
+struct MlaLayerWeights;  // model/mla.h
 
 struct LayerWeights {
   Tensor attn_norm, attn_norm_bias;  // [C] f32 (bias: LayerNorm only)
@@ -24,6 +28,10 @@ struct LayerWeights {
   Tensor mlp_norm, mlp_norm_bias;    // [C] f32
   Tensor w_gate, w_up, w_down;       // [F, C], [F, C], [C, F] (GELU MLPs have no w_gate)
   Tensor b_up, b_down;               // [F], [C] f32 (GPT-2)
+  // Sparse layers (config.moe.is_sparse): the MoE block replaces w_gate/w_up/w_down.
+  std::shared_ptr<MoeLayerWeights> moe;
+  // MLA (config.mla.enabled()): wq is q_proj or q_b_proj, wo is o_proj, wk/wv are unused.
+  std::shared_ptr<MlaLayerWeights> mla;
 };
 
 struct ModelWeights {

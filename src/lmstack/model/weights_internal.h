@@ -30,4 +30,13 @@ std::vector<std::pair<std::string, Tensor>> gpt2_to_hf_tensors(const ModelConfig
                                                                const ModelWeights& weights,
                                                                DType small_dtype);
 
+// weights_moe.cc: layer `layer`'s MLA attention tensors (when config.mla is enabled) and MoE
+// block tensors (when the layer is sparse), which replace the llama table's self_attn.* and
+// mlp.* rows: their specs, their loading into `l` (l.moe / l.mla created), their HF export.
+void append_moe_mla_specs(const ModelConfig& config, int layer, std::vector<HfTensorSpec>& specs);
+void load_moe_mla_layer(const ModelConfig& config, const SafetensorsSet& tensors, int layer,
+                        LayerWeights& l);
+void moe_mla_layer_to_hf(const ModelConfig& config, const LayerWeights& l, int layer,
+                         DType small_dtype, std::vector<std::pair<std::string, Tensor>>& out);
+
 }  // namespace lmstack::model::detail

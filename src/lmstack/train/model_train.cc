@@ -94,6 +94,10 @@ int param_group(const std::string& name, int num_layers) {
 TrainModel::TrainModel(const model::ModelConfig& config, const model::ModelWeights& init,
                        ThreadPool& pool, TrainModelOptions options)
     : config_(config), pool_(pool), options_(options) {
+  if (config.moe.enabled() || config.mla.enabled())
+    throw_error<ConfigError>(
+        "training {} (experts / latent attention) is not implemented yet (issue 16)",
+        config.architecture);
   const bool tied = config.tie_word_embeddings;
   model::ModelWeights src = init;  // handles only
   master_ = init;
