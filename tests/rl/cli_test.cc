@@ -45,6 +45,11 @@ TEST_F(RlCliTest, GrpoLogsEveryStepAndPlotDrawsTheReward) {
   EXPECT_LT(steps[1]["measured"]["logprob_gap_max"].get<double>(), 1e-3);
   EXPECT_EQ(lines(dir_ + "/grpo/log.jsonl", "rl_eval").size(), 3u);  // steps 0, 1, 2
   EXPECT_TRUE(file_exists(dir_ + "/grpo/model/config.json"));
+  // --steps 0 measures the held-out accuracy once and trains nothing.
+  ASSERT_EQ(run("rl --algo grpo" + common + "--steps 0 --out " + dir_ + "/eval0"), 0) << out_;
+  EXPECT_EQ(lines(dir_ + "/eval0/log.jsonl", "rl_eval").size(), 1u);
+  EXPECT_TRUE(lines(dir_ + "/eval0/log.jsonl", "rl").empty());
+  EXPECT_FALSE(file_exists(dir_ + "/eval0/model/config.json"));
   ASSERT_EQ(run("plot " + dir_ + "/grpo/log.jsonl --metric reward --eval-metric eval_accuracy " +
                 "--out " + dir_ + "/reward.png"),
             0)

@@ -85,7 +85,8 @@ std::function<int()> setup(CLI::App& app) {
   app.add_option("--reward-cmd", r.reward_cmd, "score with a program: JSON on stdin, a number out");
   app.add_option("--format-reward", r.format_reward, "reward for a well-formed answer");
   app.add_option("--out", r.out_dir, "output directory (log.jsonl, model/)");
-  app.add_option("--steps", r.steps, "RL steps")->check(CLI::PositiveNumber);
+  app.add_option("--steps", r.steps, "RL steps (0: only measure the held-out accuracy)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--prompts-per-step", r.prompts_per_step)->check(CLI::PositiveNumber);
   app.add_option("--group-size,-n", r.group_size, "samples per prompt (GRPO's G)")
       ->check(CLI::Range(1, 16));

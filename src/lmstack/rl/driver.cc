@@ -247,6 +247,7 @@ int run_rl(const RunOptions& o, RlSession& s, const model::ModelDir& md,
     log.flush();
   };
   eval(0);
+  if (o.steps == 0) return 0;  // evaluation only
   for (int step = 1; step <= o.steps; ++step) {
     Json m = dpo ? dpo_line(o, s, tok, pairs, step - 1)
                  : policy_step(o, s, tok, *src, *reward, value.get());
