@@ -77,6 +77,7 @@ std::function<int()> setup(CLI::App& app) {
   auto o = std::make_shared<RlCliOptions>();
   rl::RunOptions& r = o->run;
   r.sampling.max_tokens = 16;
+  app.option_defaults()->always_capture_default();  // --help shows every default
   add_model_option(app, o->model);
   app.add_option("--algo", r.algo, "grpo | ppo | dpo");
   app.add_option("--task", r.task, "add[:D] | mul[:D] | reverse[:N] | sort[:N]");
