@@ -43,7 +43,8 @@ struct RunOptions {
   std::string out_dir;  // log.jsonl and model/ (the final policy) go here
 };
 
-// Runs the whole loop (steps == 0: only the held-out accuracy, nothing saved); returns 0. `md` is the loaded model the session was built from.
+// Runs the whole loop (steps == 0: only the held-out accuracy, nothing saved); returns 0. `md` is
+// the loaded model the session was built from.
 int run_rl(const RunOptions& o, RlSession& s, const model::ModelDir& md,
            const tokenizer::Tokenizer& tok);
 
