@@ -209,7 +209,7 @@ void Engine::emit_token(ActiveRequest& req, Sequence& seq, const model::SampleRe
   if (!req.first_token) req.first_token = now_seconds();
   if (!p.ignore_eos && std::find(options_.eos_ids.begin(), options_.eos_ids.end(), sample.token) !=
                            options_.eos_ids.end()) {
-    finish_seq(req, seq, "stop");
+    finish_seq(req, seq, "stop", &sample);
     return;
   }
   seq.tokens.push_back(sample.token);
@@ -227,7 +227,8 @@ void Engine::emit_token(ActiveRequest& req, Sequence& seq, const model::SampleRe
     finish_seq(req, seq, "length");
 }
 
-void Engine::finish_seq(ActiveRequest& req, Sequence& seq, const std::string& reason) {
+void Engine::finish_seq(ActiveRequest& req, Sequence& seq, const std::string& reason,
+                        const model::SampleResult* eos) {
   // Text the stop matcher held back could still have begun a stop string: it is output now.
   std::string tail = seq.stops.flush();
   if (!tail.empty()) {
@@ -241,6 +242,8 @@ void Engine::finish_seq(ActiveRequest& req, Sequence& seq, const std::string& re
   fin.kind = StreamEvent::Kind::kFinish;
   fin.choice = seq.choice;
   fin.finish_reason = reason;
+  fin.token.token = eos ? eos->token : -1;  // RL scores the EOS choice too (rl/rollout.h)
+  if (eos) fin.token.sample = *eos;
   req.stream->push(std::move(fin));
   scheduler_.finish(&seq, reason != "cancelled");
   if (++req.num_finished == req.request.n ||

@@ -98,7 +98,8 @@ class Engine {
   void on_logits(Sequence& seq, std::span<float> logits);
   void fork_choices(ActiveRequest& req, Sequence& parent);
   void emit_token(ActiveRequest& req, Sequence& seq, const model::SampleResult& sample);
-  void finish_seq(ActiveRequest& req, Sequence& seq, const std::string& reason);
+  void finish_seq(ActiveRequest& req, Sequence& seq, const std::string& reason,
+                  const model::SampleResult* eos = nullptr);
   void finish_request(ActiveRequest& req, bool ok, const std::string& error);
   void reap_finished();
   void publish_gauges();

@@ -33,7 +33,8 @@ struct RequestUsage {
 struct StreamEvent {
   enum class Kind {
     kToken,   // `token` of choice `choice` (token.token == -1: held-back text at the end)
-    kFinish,  // choice `choice` ended with `finish_reason` ("stop", "length", "cancelled")
+    kFinish,  // choice `choice` ended with `finish_reason` ("stop", "length", "cancelled");
+              // ended by an EOS token: `token` holds it and its sample (else token.token = -1)
     kDone,    // every choice ended; `usage` is final. Last event.
     kError,   // the request failed inside the engine (`error`). Last event.
   };

@@ -215,6 +215,16 @@ double TrainModel::forward_backward(const int32_t* inputs, const int32_t* target
   return total / static_cast<double>(n);
 }
 
+double TrainModel::forward_backward_logits(const int32_t* inputs, int batch, int seq,
+                                           const std::function<double(float* logits)>& loss_grad) {
+  forward(inputs, batch, seq);
+  const double loss = loss_grad(fptr(buf_->logits));
+  backward(inputs);
+  return loss;
+}
+
+const float* TrainModel::final_hidden() const { return buf_ ? fptr(buf_->nf) : nullptr; }
+
 double TrainModel::evaluate(const int32_t* inputs, const int32_t* targets, int batch, int seq) {
   forward(inputs, batch, seq);
   const int64_t n = static_cast<int64_t>(batch) * seq;

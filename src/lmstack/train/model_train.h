@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,6 +76,15 @@ class TrainModel {
   // Throws RequestError for a token outside the vocabulary or (GPT-2) seq > max_position.
   double forward_backward(const int32_t* inputs, const int32_t* targets, int batch, int seq,
                           float grad_scale);
+  // Any loss over the logits (RL and preference losses, rl/): the forward of inputs
+  // [batch, seq], then `loss_grad(logits)` with logits [batch·seq, vocab] row-major, which
+  // returns the loss and overwrites logits with ∂loss/∂logits, then the backward (accumulating
+  // into the gradients). Returns what loss_grad returned.
+  double forward_backward_logits(const int32_t* inputs, int batch, int seq,
+                                 const std::function<double(float* logits)>& loss_grad);
+  // The final norm's output [batch·seq, hidden] of the last forward (a value head's input);
+  // nullptr before any forward. Valid until the next call with another (batch, seq).
+  const float* final_hidden() const;
   // Mean loss without gradients.
   double evaluate(const int32_t* inputs, const int32_t* targets, int batch, int seq);
   // Logits of every position, [batch · seq, vocab].

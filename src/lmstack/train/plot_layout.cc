@@ -119,18 +119,24 @@ std::string fit_title(const std::string& title, double width) {
 }  // namespace
 
 LossCurves read_loss_curves(const std::string& log_path) {
+  return read_metric_curves(log_path, "loss", "eval_loss");
+}
+
+LossCurves read_metric_curves(const std::string& log_path, const std::string& metric,
+                              const std::string& eval_metric) {
   LossCurves out;
+  if (metric != "loss") out.train_name = metric, out.eval_name = eval_metric;
   for (const Json& line : read_train_log(log_path)) {
     if (!line.contains("measured") || !line["measured"].is_object()) continue;
     const Json& m = line["measured"];
     if (!m.contains("step") || !m["step"].is_number()) continue;
     const double step = m["step"].get<double>();
-    if (m.contains("loss")) push_point(out.train, step, m["loss"]);
-    if (m.contains("eval_loss")) push_point(out.eval, step, m["eval_loss"]);
+    if (m.contains(metric)) push_point(out.train, step, m[metric]);
+    if (!eval_metric.empty() && m.contains(eval_metric)) push_point(out.eval, step, m[eval_metric]);
   }
   if (out.train.x.empty())
-    throw_error<FormatError>("{}: no training steps (finite measured.step and measured.loss)",
-                             log_path);
+    throw_error<FormatError>("{}: no training steps (finite measured.step and measured.{})",
+                             log_path, metric);
   return out;
 }
 
@@ -188,9 +194,9 @@ ChartLayout layout_loss_chart(const LossCurves& curves, const std::string& title
   c.box_top = snap(44);
   c.box_bottom = snap(c.height - 56);
   add_ticks_and_frame(c);
-  c.curves.push_back(map_curve(c, curves.train, "train loss", kTrainColor));
+  c.curves.push_back(map_curve(c, curves.train, curves.train_name, kTrainColor));
   if (!curves.eval.x.empty()) {
-    c.curves.push_back(map_curve(c, curves.eval, "eval loss", kEvalColor));
+    c.curves.push_back(map_curve(c, curves.eval, curves.eval_name, kEvalColor));
     c.curves.back().dash = {6, 4};
     c.curves.back().marker_radius = 2.5;
   }

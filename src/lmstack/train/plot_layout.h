@@ -19,12 +19,17 @@ struct Curve {
 struct LossCurves {
   Curve train;  // measured.loss of every line with measured.step
   Curve eval;   // measured.eval_loss where present
+  std::string train_name = "train loss", eval_name = "eval loss";  // legend entries
 };
 
 // Reads a `train --log` JSONL file; lines without measured.step, and losses that are not finite
 // numbers (a diverged run logs null), are skipped. FormatError naming the file when no train
 // point remains.
 LossCurves read_loss_curves(const std::string& log_path);
+// The same for any measured key (`lmstack plot --metric`, e.g. an `rl` log's reward, kl,
+// entropy, response_len) as the solid curve and `eval_metric` (may be "") as the dashed one.
+LossCurves read_metric_curves(const std::string& log_path, const std::string& metric,
+                              const std::string& eval_metric);
 
 struct Axis {
   double lo = 0, hi = 1;            // the axis range, whole tick steps
