@@ -1,15 +1,17 @@
 // `mpirun -np 4 lmstack train --tp/--pp/--dp` against `lmstack train` in one process, through
 // the real binary and OpenMPI (ctest label "mpi", test train_mpi_model_parallel; the test
-// launches mpirun itself): (tp 2 x dp 2), (pp 2 x dp 2), (tp 2 x pp 2) and (pp 4, interleaved)
-// give the 10 single-process losses within 2e-5 relative (f32; the reductions are
-// reassociated over ranks, see model_parallel_test.cc), and the groups the run prints at start
-// are the ones `lmstack calc train` prints for the same layout.
+// launches mpirun itself): (tp 2 x dp 2), (pp 2 x dp 2), (tp 2 x pp 2), (pp 4, interleaved) and
+// (tp 2 x pp 2, sequence parallel) give the 10 single-process losses within 2e-5 relative (f32; the
+// reductions are reassociated over ranks, see model_parallel_test.cc), and the groups the run
+// prints at start are the ones `lmstack calc train` prints for the same layout; `calc check` of the
+// log predicts every rank's bytes.
 #include <cmath>
 #include <regex>
 
 #include <gtest/gtest.h>
 
 #include "lmstack/core/file.h"
+#include "lmstack/core/json.h"
 #include "train/train_fixtures.h"
 
 namespace lmstack::train {
@@ -32,11 +34,11 @@ const std::string& deep_config() {
   return path;
 }
 
-std::string train_args(const std::string& data, const std::string& out) {
+std::string train_args(const std::string& data, const std::string& out, int steps = 10) {
   return fmt::format(
-      "train --init-config {} --data {} --out {} --steps 10 --batch 4 --seq 16 --grad-accum 4 "
+      "train --init-config {} --data {} --out {} --steps {} --batch 4 --seq 16 --grad-accum 4 "
       "--lr 3e-3 --warmup 2 --seed 5 --threads 1 --log {}/log.jsonl",
-      deep_config(), data, out, out);
+      deep_config(), data, out, steps, out);
 }
 
 const std::string& data_dir() {
@@ -94,13 +96,39 @@ TEST_P(MpiModelParallel, MatchesOneProcess) {
   }
 }
 
+// `lmstack calc check` on the run's log: every rank's weight bytes, bytes sent per group and
+// one micro-batch's activation bytes equal calc's prediction within 0.1% (they are exact).
+TEST_P(MpiModelParallel, CalcCheckPredictsEveryRank) {
+  const Layout l = GetParam();
+  const std::string out = test::temp_dir(std::string("mpmpi_check_") + l.name);
+  const std::string cmd =
+      fmt::format("{} -np 4 {} {} {} {} {}", LMSTACK_MPIEXEC, LMSTACK_MPIEXEC_FLAGS,
+                  test::lmstack_binary(), train_args(data_dir(), out, 2), l.mesh, l.schedule);
+  std::string log;
+  ASSERT_EQ(test::run_command(cmd, &log), 0) << cmd << "\n" << log;
+  const std::string check = fmt::format("{} calc check {}/log.jsonl --tolerance 0.001 --json",
+                                        test::lmstack_binary(), out);
+  std::string report;
+  test::run_command(check, &report, false);
+  const Json values = Json::parse(report)["values"];
+  int checked = 0;
+  for (const auto& [key, value] : values.items()) {
+    if (key.front() != 'r' || !key.ends_with("_verdict")) continue;
+    EXPECT_NE(value.get<std::string>().find(" ok"), std::string::npos) << key << ": " << value;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 4 * 5) << report;  // 4 ranks x (weights, tp, pp, dp, activations)
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Layouts, MpiModelParallel,
     ::testing::Values(Layout{"tp2_dp2", "--tp 2 --pp 1 --dp 2", ""},
                       Layout{"pp2_dp2", "--tp 1 --pp 2 --dp 2", "--pp-schedule 1f1b"},
                       Layout{"tp2_pp2", "--tp 2 --pp 2 --dp 1", "--pp-schedule gpipe"},
                       Layout{"pp4_interleaved", "--tp 1 --pp 4 --dp 1",
-                             "--pp-schedule interleaved --pp-chunks 2"}),
+                             "--pp-schedule interleaved --pp-chunks 2"},
+                      Layout{"tp2_pp2_sp", "--tp 2 --pp 2 --dp 1",
+                             "--pp-schedule 1f1b --sequence-parallel"}),
     [](const auto& i) { return std::string(i.param.name); });
 
 }  // namespace

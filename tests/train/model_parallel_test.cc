@@ -235,9 +235,9 @@ Json stage0(const std::string& schedule) {
 
 TEST(PipelineParallel, OneFOneBHoldsAtMostPMicroBatchesOnStageZero) {
   const Json f1b = stage0("1f1b"), gpipe = stage0("gpipe");
-  const int64_t one = f1b["first_forward_activation_bytes"].get<int64_t>();
+  const int64_t one = f1b["micro_batch_activation_bytes"].get<int64_t>();
   ASSERT_GT(one, 0);
-  EXPECT_EQ(gpipe["first_forward_activation_bytes"].get<int64_t>(), one);
+  EXPECT_EQ(gpipe["micro_batch_activation_bytes"].get<int64_t>(), one);
   EXPECT_EQ(f1b["max_micro_batches_held"].get<int>(), 4);
   EXPECT_EQ(f1b["peak_activation_bytes"].get<int64_t>(), 4 * one);
   EXPECT_EQ(gpipe["max_micro_batches_held"].get<int>(), 8);

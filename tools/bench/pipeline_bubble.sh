@@ -2,7 +2,7 @@
 # The pipeline figures of issue 15: for P = 2 and 4 stages and each schedule, the bubble the
 # run measured ((step time - forward/backward compute time) / compute time, mean over ranks,
 # median over steps after the first) beside the formula (P-1)/m, (P-1)/(v·m) interleaved, and
-# stage 0's peak activation bytes against the first forward's (1F1B: <= P micro-batches).
+# stage 0's peak activation bytes against one micro-batch's (1F1B: <= P micro-batches).
 # Usage: tools/bench/pipeline_bubble.sh OUTDIR [STEPS]
 # Ranks share the machine's cores (2 here: P = 4 is oversubscribed), so the measured bubble
 # includes the time ranks wait for a core, not only for their neighbours; see docs.
@@ -36,7 +36,7 @@ done
 python3 - "$OUT" <<'PY'
 import json, statistics, sys, glob, os
 out = sys.argv[1]
-print("| run | P | v | m | bubble measured | formula | simulated | stage-0 peak act / first fwd | µbatches held |")
+print("| run | P | v | m | bubble measured | formula | simulated | stage-0 peak act / one micro-batch | µbatches held |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 for path in sorted(glob.glob(out + "/p*.jsonl")):
     lines = [json.loads(l)["measured"]["parallel"] for l in open(path) if l.strip()]
@@ -45,6 +45,6 @@ for path in sorted(glob.glob(out + "/p*.jsonl")):
     p = lines[-1]; r0 = p["ranks"][0]
     print(f"| {os.path.basename(path)[:-6]} | {p['stages']} | {p['chunks']} | {p['micro_batches']} | "
           f"{statistics.median(x['bubble_measured'] for x in later):.3f} | {p['bubble_formula']:.3f} | "
-          f"{p['bubble_simulated']:.3f} | {r0['peak_activation_bytes'] / r0['first_forward_activation_bytes']:.2f} | "
+          f"{p['bubble_simulated']:.3f} | {r0['peak_activation_bytes'] / r0['micro_batch_activation_bytes']:.2f} | "
           f"{r0['max_micro_batches_held']} |")
 PY

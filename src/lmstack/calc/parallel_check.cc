@@ -112,7 +112,7 @@ int add_parallel_checks(const ModelShape& m, const RunSetup& setup, const Json& 
           "m x sends x N·C·4 (N/T rows under SP)");
     check(s, k + "dp_bytes", require<double>(cb, "dp", "rank"), p.dp_bytes, "B",
           "2(D-1)/D x weight bytes");
-    check(s, k + "activation_bytes", require<double>(q, "first_forward_activation_bytes", "rank"),
+    check(s, k + "activation_bytes", require<double>(q, "micro_batch_activation_bytes", "rank"),
           p.activation_bytes, "B", "one micro-batch's saved tensors, f32 (parallel_check.h)");
   }
   if (setup.pp <= 1) return flagged;

@@ -163,6 +163,7 @@ double ModelParallel::run_schedule(const std::vector<const int32_t*>& inputs,
     post_recv(i + 1);
     const Clock::time_point t0 = Clock::now();
     if (!a.backward) {
+      const int64_t chunk_before = chunk.activation_bytes();
       loss += chunk.forward(a.micro_batch, inputs[static_cast<size_t>(a.micro_batch)],
                             recv_buf[i].data(), targets[static_cast<size_t>(a.micro_batch)], batch,
                             seq, grad_scale);
@@ -180,7 +181,9 @@ double ModelParallel::run_schedule(const std::vector<const int32_t*>& inputs,
       for (auto& c : chunks_) held += c->activation_bytes(), held_mb += c->micro_batches_held();
       stats_.peak_activation_bytes = std::max(stats_.peak_activation_bytes, held);
       stats_.max_micro_batches_held = std::max(stats_.max_micro_batches_held, held_mb);
-      if (i == 0 && train) stats_.micro_batch_activation_bytes = held;
+      // One micro-batch's bytes over all chunks: micro-batch 0's forward on each.
+      if (train && a.micro_batch == 0)
+        stats_.micro_batch_activation_bytes += chunk.activation_bytes() - chunk_before;
     } else {
       const float* dx =
           chunk.backward(a.micro_batch, recv_buf[i].empty() ? nullptr : recv_buf[i].data());

@@ -45,7 +45,7 @@ struct PipelineStepStats {
   double step_s = 0, busy_s = 0;             // schedule wall time; time in forward/backward compute
   double bubble = 0;                         // (step_s - busy_s) / busy_s
   int64_t peak_activation_bytes = 0;         // most activation bytes held at once (all chunks)
-  int64_t micro_batch_activation_bytes = 0;  // one micro-batch's (all chunks of this rank)
+  int64_t micro_batch_activation_bytes = 0;  // micro-batch 0's, summed over this rank's chunks
   int max_micro_batches_held = 0;
 };
 

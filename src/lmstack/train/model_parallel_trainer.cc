@@ -97,7 +97,7 @@ Json pipeline_json(MpRun& r, const std::array<int64_t, 3>& moved) {
                       {"dp", c.dp},
                       {"pp", c.pp},
                       {"peak_activation_bytes", v[0]},
-                      {"first_forward_activation_bytes", v[1]},
+                      {"micro_batch_activation_bytes", v[1]},
                       {"max_micro_batches_held", v[2]},
                       {"weights_bytes", v[6]},
                       {"gradients_bytes", v[6]},
