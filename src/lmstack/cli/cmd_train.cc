@@ -74,7 +74,8 @@ void add_options(CLI::App& app, TrainCliOptions& o) {
   app.add_option("--pp", c.pp, "pipeline-parallel stages (layers split into --pp stages)")
       ->check(CLI::PositiveNumber);
   app.add_option("--pp-schedule", c.pp_schedule,
-                 "gpipe | 1f1b | interleaved (micro-batches per step: --grad-accum)");
+                 "gpipe | 1f1b | interleaved (micro-batches per step: --grad-accum)")
+      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved"}));
   app.add_option("--pp-chunks", c.pp_chunks, "model chunks per rank of --pp-schedule interleaved")
       ->check(CLI::Range(2, 64));
   app.add_option("--pp-layers", c.pp_layers,
