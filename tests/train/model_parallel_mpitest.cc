@@ -34,11 +34,11 @@ const std::string& deep_config() {
   return path;
 }
 
-std::string train_args(const std::string& data, const std::string& out, int steps = 10) {
+std::string train_args(const std::string& data, const std::string& out) {
   return fmt::format(
-      "train --init-config {} --data {} --out {} --steps {} --batch 4 --seq 16 --grad-accum 4 "
+      "train --init-config {} --data {} --out {} --steps 10 --batch 4 --seq 16 --grad-accum 4 "
       "--lr 3e-3 --warmup 2 --seed 5 --threads 1 --log {}/log.jsonl",
-      deep_config(), data, out, steps, out);
+      deep_config(), data, out, out);
 }
 
 const std::string& data_dir() {
@@ -81,35 +81,25 @@ TEST_P(MpiModelParallel, MatchesOneProcess) {
   for (size_t i = 0; i < want.size(); ++i)
     EXPECT_NEAR(have[i], want[i], 2e-5 * want[i]) << l.name << " step " << i + 1;
   // The groups printed at start equal calc train's for the same layout.
+  const std::string calc_cmd = fmt::format("{} calc train {} --tokens 1e9 --gpus 4 {}",
+                                           test::lmstack_binary(), deep_config(), l.mesh);
+  std::string calc_out;
+  ASSERT_EQ(test::run_command(calc_cmd, &calc_out), 0) << calc_cmd << "\n" << calc_out;
   for (const char* kind : {"tp", "dp", "pp"}) {
     std::smatch run_groups;
     ASSERT_TRUE(
         std::regex_search(log, run_groups, std::regex(std::string(kind) + " groups: ([^\\n]*)")))
         << log;
-    const std::string calc_cmd = fmt::format("{} calc train {} --tokens 1e9 --gpus 4 {}",
-                                             test::lmstack_binary(), deep_config(), l.mesh);
-    std::string calc_out;
-    ASSERT_EQ(test::run_command(calc_cmd, &calc_out), 0) << calc_cmd << "\n" << calc_out;
     EXPECT_NE(calc_out.find(run_groups[1].str()), std::string::npos)
         << kind << ": run printed " << run_groups[1] << "\n"
         << calc_out;
   }
-}
-
-// `lmstack calc check` on the run's log: every rank's weight bytes, bytes sent per group and
-// one micro-batch's activation bytes equal calc's prediction within 0.1% (they are exact).
-TEST_P(MpiModelParallel, CalcCheckPredictsEveryRank) {
-  const Layout l = GetParam();
-  const std::string out = test::temp_dir(std::string("mpmpi_check_") + l.name);
-  const std::string cmd =
-      fmt::format("{} -np 4 {} {} {} {} {}", LMSTACK_MPIEXEC, LMSTACK_MPIEXEC_FLAGS,
-                  test::lmstack_binary(), train_args(data_dir(), out, 2), l.mesh, l.schedule);
-  std::string log;
-  ASSERT_EQ(test::run_command(cmd, &log), 0) << cmd << "\n" << log;
-  const std::string check = fmt::format("{} calc check {}/log.jsonl --tolerance 0.001 --json",
-                                        test::lmstack_binary(), out);
+  // `calc check` of the log: every rank's weight bytes, bytes sent per group and one
+  // micro-batch's activation bytes equal calc's prediction within 0.1% (they are exact).
   std::string report;
-  test::run_command(check, &report, false);
+  test::run_command(fmt::format("{} calc check {}/log.jsonl --tolerance 0.001 --json",
+                                test::lmstack_binary(), out),
+                    &report, false);
   const Json values = Json::parse(report)["values"];
   int checked = 0;
   for (const auto& [key, value] : values.items()) {
