@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "lmstack/core/error.h"
 #include "lmstack/core/file.h"
@@ -122,6 +123,27 @@ TEST(TensorParallel, RefusesWhatItCannotSplit) {
   md = tiny_llama();
   md.config.qk_norm = true;
   EXPECT_THROW(check_model_parallel_config(md.config), ConfigError);
+}
+
+// GPT-2 (LayerNorm, GELU, learned positions, tied embeddings) is refused by name, at tp 2 for
+// its architecture and at pp 2 for its tied embeddings, before any step runs.
+TEST(ModelParallelConfig, RefusesWhatItDoesNotSplit) {
+  const std::string data = make_data("mp_refuse_data");
+  for (const auto& [tp, pp, what] : {std::tuple{2, 1, "LayerNorm"}, std::tuple{1, 2, "ties"}}) {
+    TrainConfig c = test_fixtures::tiny_config(data, test::temp_dir("mp_refuse"), "gpt2");
+    c.tp = tp, c.pp = pp;
+    try {
+      dist::run_local(2, [&](dist::Comm& comm) {
+        TrainConfig mine = c;
+        mine.comm = &comm;
+        ThreadPool pool(1);
+        run_training(mine, pool);
+      });
+      ADD_FAILURE() << "tp " << tp << " pp " << pp << " trained";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  }
 }
 
 // An 8-layer llama for the pipeline layouts (random init, seed 5, written by each run; the
