@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "lmstack/calc/parallel_check.h"
 #include "lmstack/calc/params.h"
 #include "lmstack/calc/reports.h"
 
@@ -133,6 +134,8 @@ Report check_report(const RunMetrics& run, const HardwareSpec& hw, const CheckOp
   c.bound("train_tok_s", run.measured.train_tok_s,
           train_tok_s_bound(m, p, hw, s.dtype, std::max(1, s.seq), conv) * shard * s.dp, "tok/s",
           "GPUs x peak / training FLOPs per token");
+  if (run.parallel.is_object())  // per rank of a TP/PP run, by the rules of parallel_check.h
+    c.flagged += add_parallel_checks(m, s, run.parallel, o.tolerance, r);
   if (r.sections.empty()) r.notes.push_back("the run measured nothing calc can predict");
   if (num_flagged) *num_flagged = c.flagged;
   return r;

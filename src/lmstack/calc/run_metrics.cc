@@ -97,6 +97,8 @@ RunMetrics run_metrics_from_json(const Json& j, const std::string& source) {
   for (const MeasuredField& f : kMeasuredFields)
     if (measured.contains(f.key) && !measured[f.key].is_null())
       m.measured.*f.member = require<double>(measured, f.key, source + ": measured");
+  if (measured.contains("parallel") && measured["parallel"].is_object())
+    m.parallel = measured["parallel"];
   return m;
 }
 

@@ -43,6 +43,7 @@ struct RunMetrics {
   RunSetup setup;
   Json machine;  // null, a doctor report object, or a hardware preset name
   RunMeasured measured;
+  Json parallel;  // measured.parallel of a TP/PP training log (null otherwise; parallel_check.h)
 };
 
 // Parses and validates; ConfigError naming `source` and the field on a missing/mistyped field,

@@ -1,6 +1,7 @@
 // `calc train`: TrainEstimate (train_estimate.cc) as a report with the formula of every row.
 #include <fmt/format.h>
 
+#include "lmstack/calc/parallel_groups.h"
 #include "lmstack/calc/train_estimate.h"
 
 namespace lmstack::calc {
@@ -13,6 +14,10 @@ void add_layout(const ModelShape& m, const TrainEstimate& e, Report& r) {
       s, "layout", "GPUs = TP x PP x DP",
       fmt::format("{} = {} x {} x {} (EP {}, ZeRO-{})", o.gpus, o.tp, o.pp, o.dp, o.ep, o.zero),
       "Megatron order: TP innermost, then DP, then PP");
+  for (const char* kind : {"tp", "dp", "pp"})
+    add_text(s, fmt::format("{}_groups", kind), fmt::format("{} groups (world ranks)", kind),
+             format_groups(parallel_groups(o.tp, o.pp, o.dp, kind)),
+             "rank = tp_rank + TP x (dp_rank + DP x pp_rank)");
   const bool derived = o.global_batch_tokens > 0;
   add_row(s, "micro_batches", "micro-batches per step (m)", o.grad_accum, "",
           derived ? "global batch / (dp x micro_batch x seq)" : "--grad-accum",

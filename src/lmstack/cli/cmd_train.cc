@@ -60,13 +60,27 @@ void add_options(CLI::App& app, TrainCliOptions& o) {
   app.add_flag("--resume", c.resume, "continue from <out>/latest (bit-exact)");
   app.add_option("--log", c.log_path, "JSONL log, one lmstack.run.v1 record per step");
   app.add_option("--machine", o.machine, "doctor --json output: its peak FLOP/s gives the MFU");
-  app.add_option("--dp", c.dp,
-                 "data-parallel ranks: must equal mpirun -np (default: the ranks started)");
+  app.add_option("--dp", c.dp, "data-parallel ranks: mpirun -np / (tp x pp) (default: that)");
   app.add_option("--zero", c.zero,
                  "ZeRO stage: 0 (DDP), 1 (optimizer), 2 (+gradients), 3 (+weights)")
       ->check(CLI::Range(0, 3));
   app.add_option("--bucket-mb", o.bucket_mb, "gradient bucket size in MB (PyTorch DDP: 25)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--tp", c.tp, "tensor-parallel ranks (Megatron: heads, MLP, vocabulary split)")
+      ->check(CLI::PositiveNumber);
+  app.add_flag(
+      "--sequence-parallel", c.sequence_parallel,
+      "with --tp: norms and residuals on 1/tp of the tokens (reduce-scatter + all-gather)");
+  app.add_option("--pp", c.pp, "pipeline-parallel stages (layers split into --pp stages)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--pp-schedule", c.pp_schedule,
+                 "gpipe | 1f1b | interleaved (micro-batches per step: --grad-accum)")
+      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved"}));
+  app.add_option("--pp-chunks", c.pp_chunks, "model chunks per rank of --pp-schedule interleaved")
+      ->check(CLI::Range(2, 64));
+  app.add_option("--pp-layers", c.pp_layers,
+                 "layers per (virtual) stage, comma-separated (default: even)")
+      ->delimiter(',');
   app.add_option("--trace", c.trace_path,
                  "Chrome trace JSON (Perfetto) of forward/backward/communication per rank");
   add_threads_option(app, o.threads);
@@ -131,7 +145,9 @@ const RegisterCommand kRegister{
      "--resume\n"
      "  lmstack doctor --json --out doctor.json && lmstack train ... --machine doctor.json\n"
      "  mpirun -np 2 lmstack train --dp 2 --zero 1 --init-preset tiny-llama --data data/poems "
-     "--out runs/dp2 --batch 8 --trace dp2.json",
+     "--out runs/dp2 --batch 8 --trace dp2.json\n"
+     "  mpirun -np 4 lmstack train --tp 2 --pp 2 --pp-schedule 1f1b --grad-accum 8 "
+     "--init-preset tiny-llama --data data/poems --out runs/tp2pp2 --trace mp.json",
      setup}};
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "lmstack/train/checkpoint.h"
 #include "lmstack/train/data.h"
 #include "lmstack/train/data_parallel.h"
+#include "lmstack/train/model_parallel_trainer.h"
 #include "lmstack/train/sharded_checkpoint.h"
 #include "lmstack/train/train_log.h"
 
@@ -339,6 +340,7 @@ void load_single_process_optimizer(const std::string& dir, TrainModel& model, Ad
 }
 
 void check_parallel_config(const TrainConfig& tc, const dist::Comm& comm) {
+  if (tc.tp * tc.pp > 1) return;  // the mesh checks its own shape (model_parallel_trainer.cc)
   if (tc.dp > 0 && tc.dp != comm.size())
     throw_error<ConfigError>("--dp {} but the launcher started {} rank(s) (mpirun -np {})", tc.dp,
                              comm.size(), tc.dp);
@@ -402,6 +404,10 @@ TrainResult run_training(const TrainConfig& config, ThreadPool& pool) {
     if (!diff.empty())
       throw_error<ConfigError>("cannot resume from {}: its settings differ from this run's:\n{}",
                                *ckpt, diff);
+  }
+  if (tc.tp * tc.pp > 1) {
+    state.settings = r.settings;
+    return run_model_parallel_training(tc, r.md, r.data, state, ckpt, *r.comm, pool);
   }
   r.model = std::make_unique<TrainModel>(r.md.config, r.md.weights, pool,
                                          TrainModelOptions{tc.dtype, tc.recompute});

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "lmstack/core/dtype.h"
 #include "lmstack/core/json.h"
@@ -53,6 +54,14 @@ struct TrainConfig {
   int zero = 0;
   int64_t bucket_bytes = 25LL << 20;
   std::string trace_path;  // Chrome trace JSON of forward/backward/communication spans
+  // Tensor and pipeline parallelism (model_parallel.h): with tp·pp > 1 the world is a
+  // tp x dp x pp mesh (dp = world / (tp·pp) when 0) and grad_accum is the number of pipeline
+  // micro-batches per step.
+  int tp = 1, pp = 1;
+  std::string pp_schedule = "1f1b";  // gpipe | 1f1b | interleaved
+  int pp_chunks = 2;                 // model chunks per rank of the interleaved schedule
+  std::vector<int> pp_layers;        // layers per (virtual) stage; empty: even
+  bool sequence_parallel = false;    // Korthikanti et al. 2022 (with tp > 1)
 };
 
 struct TrainResult {

@@ -1,0 +1,301 @@
+// Tensor and pipeline parallelism against one process, in one process (ranks are threads over
+// dist's LocalComm; the same code runs under ASan in the sanitizer build):
+//  - TP gradients: one micro-batch through ModelParallel at tp 2 (KV heads divided) and tp 4
+//    (KV heads replicated) gives TrainModel's loss, and every rank's gradient slice equals the
+//    slice of TrainModel's gradient (f32: partial sums over heads and vocabulary reassociate
+//    the reductions; measured worst relative error ~1e-6, tolerance 1e-4 of the tensor's max).
+//  - Training: (tp 2), (tp 2 x dp 2), (pp 2 x dp 2, 1F1B), (tp 2 x pp 2, GPipe) and (pp 4,
+//    interleaved, 2 chunks) give the single-process losses of 10 steps within 2e-5 relative
+//    (the gradients' summation order differs; Adam carries it into the next steps).
+//  - 1F1B holds at most P micro-batches of activations on stage 0 (measured bytes), GPipe m.
+//  - Sequence parallelism: the same gradients and losses, and exactly 1/T of the norm and
+//    residual activations.
+//  - A (tp 2, pp 2) checkpoint resumes at (pp 4), (dp 4) and in one process to the
+//    uninterrupted run's losses.
+#include "lmstack/train/model_parallel.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "lmstack/core/error.h"
+#include "lmstack/core/file.h"
+#include "lmstack/dist/comm_local.h"
+#include "lmstack/model/model_dir.h"
+#include "train/train_fixtures.h"
+
+namespace lmstack::train {
+namespace {
+
+using test_fixtures::losses_of;
+using test_fixtures::make_data;
+
+// The tiny llama of the parity tests: C 32, H 4, Hkv 2, F 64, V 64, 2 layers.
+model::ModelDir tiny_llama() {
+  return model::load_model_dir(test::source_path("tests/data/train/llama/model"));
+}
+
+void tokens(std::vector<int32_t>& in, std::vector<int32_t>& tg, int n) {
+  in.resize(static_cast<size_t>(n)), tg.resize(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i)
+    in[static_cast<size_t>(i)] = (i * 7 + 3) % 64, tg[static_cast<size_t>(i)] = (i * 5 + 1) % 64;
+}
+
+void tp_gradients_match(int tp, bool sp = false) {
+  const model::ModelDir md = tiny_llama();
+  const int batch = 2, seq = 8, n = batch * seq;
+  std::vector<int32_t> in, tg;
+  tokens(in, tg, n);
+  const float scale = 1.0f / n;
+  ThreadPool pool(1);
+  TrainModel ref(md.config, md.weights, pool, {});
+  const double want = ref.forward_backward(in.data(), tg.data(), batch, seq, scale);
+  std::vector<ParamRef> ref_params = ref.params();
+  model::ModelWeights ref_grads = ref.grads();
+  std::mutex mu;
+  int compared = 0;
+  dist::run_local(tp, [&](dist::Comm& world) {
+    dist::Mesh mesh(world, dist::MeshShape{tp, 1, 1});
+    ThreadPool mine(1);
+    ModelParallelOptions o;
+    o.sequence_parallel = sp;
+    ModelParallel mp(md.config, md.weights, mesh, mine, o, AdamWConfig{}, nullptr);
+    const double sum = mp.forward_backward({in.data()}, {tg.data()}, batch, seq, scale);
+    EXPECT_NEAR(sum / n, want, 1e-5 * want);
+    const TpLayout& t = mp.chunks()[0]->tp_layout();
+    for (const ParamRef& p : mp.params()) {
+      const Tensor* full = weight_field(ref_grads, p.name);
+      ASSERT_TRUE(full && full->defined()) << p.name;
+      const Tensor slice = tp_slice(p.name, *full, t, md.config.head_dim);
+      ASSERT_EQ(slice.shape(), p.grad->shape()) << p.name;
+      float peak = 0;
+      for (int64_t i = 0; i < slice.numel(); ++i)
+        peak = std::max(peak, std::fabs(slice.data<float>()[i]));
+      for (int64_t i = 0; i < slice.numel(); ++i)
+        ASSERT_NEAR(p.grad->data<float>()[i], slice.data<float>()[i], 1e-4f * peak + 1e-9f)
+            << p.name << " element " << i << " tp rank " << t.rank;
+      std::lock_guard lock(mu);
+      ++compared;
+    }
+  });
+  EXPECT_EQ(compared, tp * static_cast<int>(ref_params.size()));
+}
+
+TEST(TensorParallel, GradientsEqualTheUnsplitModel) { tp_gradients_match(2); }
+TEST(TensorParallel, GradientsWithReplicatedKvHeads) { tp_gradients_match(4); }
+TEST(TensorParallel, GradientsWithSequenceParallelism) { tp_gradients_match(2, true); }
+
+// Korthikanti et al. 2022, §4.2.2: sequence parallelism divides by T the activations TP
+// alone keeps whole. Here, per layer: the input x, the two norm outputs and x_mid ([N, C] each)
+// and the two norms' rstd ([N]); per chunk the output x_L, the final norm output and its rstd.
+TEST(TensorParallel, SequenceParallelismDividesTheNormAndResidualActivations) {
+  const model::ModelDir md = tiny_llama();
+  const int batch = 2, seq = 8, tp = 2;
+  const int64_t n = batch * seq, c = md.config.hidden_size, layers = md.config.num_layers;
+  std::vector<int32_t> in, tg;
+  tokens(in, tg, static_cast<int>(n));
+  std::mutex mu;
+  std::map<bool, int64_t> held;
+  for (bool sp : {false, true})
+    dist::run_local(tp, [&](dist::Comm& world) {
+      dist::Mesh mesh(world, dist::MeshShape{tp, 1, 1});
+      ThreadPool pool(1);
+      ModelParallelOptions o;
+      o.sequence_parallel = sp;
+      ModelParallel mp(md.config, md.weights, mesh, pool, o, AdamWConfig{}, nullptr);
+      mp.forward_backward({in.data()}, {tg.data()}, batch, seq, 1.0f / n);
+      std::lock_guard lock(mu);
+      if (world.rank() == 0) held[sp] = mp.last_stats().peak_activation_bytes;
+    });
+  const int64_t shrinking_floats = layers * (4 * n * c + 2 * n) + 2 * n * c + n;
+  EXPECT_EQ(held[false] - held[true], shrinking_floats / tp * 4)
+      << held[false] << " vs " << held[true];
+}
+
+TEST(TensorParallel, RefusesWhatItCannotSplit) {
+  model::ModelDir md = tiny_llama();
+  md.config.num_heads = 3;
+  EXPECT_THROW(tp_layout(md.config, 2, 0), ConfigError);
+  md = tiny_llama();
+  md.config.qk_norm = true;
+  EXPECT_THROW(check_model_parallel_config(md.config), ConfigError);
+}
+
+// GPT-2 (LayerNorm, GELU, learned positions, tied embeddings) is refused by name, at tp 2 for
+// its architecture and at pp 2 for its tied embeddings, before any step runs.
+TEST(ModelParallelConfig, RefusesWhatItDoesNotSplit) {
+  const std::string data = make_data("mp_refuse_data");
+  for (const auto& [tp, pp, what] : {std::tuple{2, 1, "LayerNorm"}, std::tuple{1, 2, "ties"}}) {
+    TrainConfig c = test_fixtures::tiny_config(data, test::temp_dir("mp_refuse"), "gpt2");
+    c.tp = tp, c.pp = pp;
+    try {
+      dist::run_local(2, [&](dist::Comm& comm) {
+        TrainConfig mine = c;
+        mine.comm = &comm;
+        ThreadPool pool(1);
+        run_training(mine, pool);
+      });
+      ADD_FAILURE() << "tp " << tp << " pp " << pp << " trained";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  }
+}
+
+// An 8-layer llama for the pipeline layouts (random init, seed 5, written by each run; the
+// vocabulary holds init-model's 259-token byte-level tokenizer and divides by 2 and 4).
+std::string deep_config() {
+  static const std::string path = [] {
+    const std::string dir = test::temp_dir("mp_config");
+    const std::string p = path_join(dir, "config.json");
+    write_file_atomic(p, R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+      "vocab_size": 320, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 8,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64,
+      "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "hidden_act": "silu",
+      "tie_word_embeddings": false, "torch_dtype": "float32"})");
+    return p;
+  }();
+  return path;
+}
+
+TrainConfig mp_config(const std::string& data, const std::string& out) {
+  TrainConfig c;
+  c.init_config = deep_config();
+  c.data_dir = data;
+  c.out_dir = out;
+  c.steps = 10;
+  c.batch = 4;
+  c.seq = 16;
+  c.grad_accum = 4;  // pipeline micro-batches
+  c.lr.lr = 3e-3f;
+  c.lr.warmup = 2;
+  c.lr.schedule = LrSchedule::kConstant;
+  c.save_every = 0;
+  c.eval_every = 0;
+  c.seed = 5;
+  c.log_path = path_join(out, "log.jsonl");
+  c.progress = false;
+  return c;
+}
+
+struct Layout {
+  int tp, pp, dp;
+  const char* schedule;
+  bool sp = false;
+};
+
+void run_layout(int world, TrainConfig c, const Layout& l) {
+  c.tp = l.tp, c.pp = l.pp, c.dp = l.dp, c.pp_schedule = l.schedule, c.sequence_parallel = l.sp;
+  dist::run_local(world, [&](dist::Comm& comm) {
+    TrainConfig mine = c;
+    mine.comm = &comm;
+    ThreadPool pool(1);
+    run_training(mine, pool);
+  });
+}
+
+const std::string& data_dir() {
+  static const std::string d = make_data("mp_data");
+  return d;
+}
+
+const std::string& single_run() {
+  static const std::string out = [] {
+    const std::string dir = test::temp_dir("mp_single");
+    ThreadPool pool(1);
+    run_training(mp_config(data_dir(), dir), pool);
+    return dir;
+  }();
+  return out;
+}
+
+void expect_losses_near(const std::string& have_log, const std::string& want_log, double rel) {
+  const std::vector<double> want = losses_of(want_log), have = losses_of(have_log);
+  ASSERT_EQ(have.size(), want.size());
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    worst = std::max(worst, std::fabs(have[i] - want[i]) / want[i]);
+    EXPECT_NEAR(have[i], want[i], rel * want[i]) << "step " << i + 1;
+  }
+  std::printf("worst relative loss difference %.2e over %zu steps\n", worst, want.size());
+}
+
+class ModelParallelParity : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(ModelParallelParity, LossesEqualOneProcess) {
+  const Layout l = GetParam();
+  const std::string out = test::temp_dir(
+      fmt::format("mp_tp{}_pp{}_dp{}_{}{}", l.tp, l.pp, l.dp, l.schedule, l.sp ? "_sp" : ""));
+  run_layout(l.tp * l.pp * l.dp, mp_config(data_dir(), out), l);
+  expect_losses_near(path_join(out, "log.jsonl"), path_join(single_run(), "log.jsonl"), 2e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, ModelParallelParity,
+                         ::testing::Values(Layout{2, 1, 1, "1f1b"}, Layout{2, 1, 2, "1f1b"},
+                                           Layout{1, 2, 2, "1f1b"}, Layout{2, 2, 1, "gpipe"},
+                                           Layout{1, 4, 1, "interleaved"},
+                                           Layout{2, 2, 1, "1f1b", true}),
+                         [](const auto& i) {
+                           return fmt::format("tp{}_pp{}_dp{}_{}{}", i.param.tp, i.param.pp,
+                                              i.param.dp, i.param.schedule,
+                                              i.param.sp ? "_sp" : "");
+                         });
+
+// Stage 0's peak activation bytes over one step of m = 8 micro-batches at pp 4.
+Json stage0(const std::string& schedule) {
+  const std::string out = test::temp_dir("mp_mem_" + schedule);
+  TrainConfig c = mp_config(data_dir(), out);
+  c.steps = 1;
+  c.grad_accum = 8;
+  run_layout(4, c, Layout{1, 4, 1, schedule.c_str()});
+  return read_train_log(path_join(out, "log.jsonl")).back()["measured"]["parallel"]["ranks"][0];
+}
+
+TEST(PipelineParallel, OneFOneBHoldsAtMostPMicroBatchesOnStageZero) {
+  const Json f1b = stage0("1f1b"), gpipe = stage0("gpipe");
+  const int64_t one = f1b["micro_batch_activation_bytes"].get<int64_t>();
+  ASSERT_GT(one, 0);
+  EXPECT_EQ(gpipe["micro_batch_activation_bytes"].get<int64_t>(), one);
+  EXPECT_EQ(f1b["max_micro_batches_held"].get<int>(), 4);
+  EXPECT_EQ(f1b["peak_activation_bytes"].get<int64_t>(), 4 * one);
+  EXPECT_EQ(gpipe["max_micro_batches_held"].get<int>(), 8);
+  EXPECT_EQ(gpipe["peak_activation_bytes"].get<int64_t>(), 8 * one);
+}
+
+// Copies a run directory (its checkpoint and log) so another layout can resume from it.
+std::string copy_run(const std::string& from, const std::string& name) {
+  const std::string to = test::temp_dir(name);
+  std::filesystem::copy(
+      from, to,
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
+  return to;
+}
+
+TEST(ModelParallelCheckpoint, ResumesAtAnyLayout) {
+  const std::string saved = test::temp_dir("mp_ckpt_tp2pp2");
+  TrainConfig c = mp_config(data_dir(), saved);
+  c.steps = 5;
+  run_layout(4, c, Layout{2, 2, 1, "1f1b"});
+  const std::string want = path_join(single_run(), "log.jsonl");
+  for (const Layout& l :
+       {Layout{1, 4, 1, "1f1b"}, Layout{1, 1, 4, "1f1b"}, Layout{1, 1, 1, "1f1b"}}) {
+    const std::string out =
+        copy_run(saved, fmt::format("mp_ckpt_to_tp{}_pp{}_dp{}", l.tp, l.pp, l.dp));
+    TrainConfig r = mp_config(data_dir(), out);
+    r.resume = true;
+    if (l.tp * l.pp * l.dp == 1) {
+      ThreadPool pool(1);
+      run_training(r, pool);
+    } else {
+      run_layout(l.tp * l.pp * l.dp, r, l);
+    }
+    expect_losses_near(path_join(out, "log.jsonl"), want, 2e-5);
+  }
+}
+
+}  // namespace
+}  // namespace lmstack::train
