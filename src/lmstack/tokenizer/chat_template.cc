@@ -29,10 +29,10 @@ std::string ChatTemplate::render_json(const J& context) const {
     throw_error<RequestError>("{}: render context must be a JSON object, got {}", name_,
                               context.type_name());
   jinja::Scope root(nullptr);
-  for (const auto& [key, value] : context.items()) root.set(key, jinja::from_json(value));
   jinja::Context ctx(&root);
   std::string out;
   try {
+    for (const auto& [key, value] : context.items()) root.set(key, jinja::from_json(value));
     jinja::exec_body(tree_->body, ctx, out);
   } catch (const jinja::RenderError& e) {
     throw_error<RequestError>("{}:{}:{}: {}", name_, ctx.loc.line, ctx.loc.column, e.what());
