@@ -6,8 +6,6 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
-
 #include "lmstack/core/error.h"
 #include "tok_test_util.h"
 
@@ -68,15 +66,14 @@ std::string r50k_head(const std::string& extra) {
 }
 
 TEST(TokenIds, TiktokenRanksAreChecked) {
-  const auto start = std::chrono::steady_clock::now();
   expect_format_error([] { Tokenizer::from_tiktoken(r50k_head("YWI= 2000000000\n"), "gpt2", "r"); },
                       "r:257: token id 2000000000 exceeds the limit of 4194303");
   expect_format_error([] { Tokenizer::from_tiktoken(r50k_head("YWI= 2147483647\n"), "gpt2", "r"); },
                       "r:257: token id 2147483647 exceeds the limit");
   expect_format_error([] { Tokenizer::from_tiktoken(r50k_head("YWI= 4000000\n"), "gpt2", "r"); },
                       "token id 4000000 is far beyond the vocabulary");
-  // Neither sized a table: both fail at once (16 GB was asked for before).
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  // None sized a table first (16 GB was asked for before): the fuzz target's 2 GiB malloc
+  // limit (scripts/fuzz.sh) is what would catch a regression there.
 }
 
 TEST(TokenIds, DeepNormalizerSequenceFailsFast) {
@@ -84,10 +81,8 @@ TEST(TokenIds, DeepNormalizerSequenceFailsFast) {
   for (int i = 0; i < 20000; ++i) norm += R"({"type": "Sequence", "normalizers": [)";
   norm += R"({"type": "NFC"})";
   for (int i = 0; i < 20000; ++i) norm += "]}";
-  const auto start = std::chrono::steady_clock::now();
   expect_format_error([&] { Tokenizer::from_hf_json(hf_json("", norm), "t.json"); },
                       "t.json: JSON nests deeper than 256 levels");
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
 TEST(TokenIds, CheckedTokenId) {

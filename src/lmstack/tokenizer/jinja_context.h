@@ -51,11 +51,11 @@ class Context {
   int64_t steps = 0;
   size_t work_bytes = 0;
   const char* stack_base = static_cast<const char*>(__builtin_frame_address(0));
-  // Limits (docs/reliability.md): generous for every real template; the largest real chat
-  // renders take a few thousand steps and a few MB of work.
+  // Limits (docs/reliability.md): generous for every real template. A chat render takes 1-3
+  // steps per message, so 200,000 steps allow far more messages than any context holds.
   static constexpr int kMaxCallDepth = 64;
   static constexpr size_t kMaxOutputBytes = kMaxStringBytes;
-  static constexpr int64_t kMaxSteps = 1'000'000;
+  static constexpr int64_t kMaxSteps = 200'000;
   static constexpr size_t kMaxWorkBytes = size_t{1} << 30;
   static constexpr size_t kMaxStackBytes = size_t{1} << 20;
 };

@@ -114,7 +114,10 @@ Value repeat(const Value& seq, int64_t n) {
                      seq.is_string() ? "bytes" : "items", limit));
   if (seq.is_string()) {
     std::string out;
-    for (int64_t i = 0; i < n; ++i) out += seq.as_string();
+    out.reserve(unit * static_cast<size_t>(n));
+    out = seq.as_string();
+    while (out.size() * 2 <= unit * static_cast<size_t>(n)) out += out;  // doubling, not n appends
+    out.append(out.data(), unit * static_cast<size_t>(n) - out.size());
     return Value::string(std::move(out));
   }
   ValueList out;
