@@ -33,6 +33,19 @@ TEST_F(RequestDepthTest, DeepBodiesGetA400AndTheApiKeepsServing) {
     }
   }
   EXPECT_THROW(api_->tokenize(R"({"prompt": )" + nested(300) + "}"), ApiError);
+  // Tool-call arguments are a JSON string inside the body, parsed again: as deep inside it.
+  const std::string deep_args = R"({"model": "tiny", "messages": [{"role": "user", "content":
+      "x"}, {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function":
+      {"name": "f", "arguments": ")" +
+                                nested(100000) + R"("}}]}]})";
+  try {
+    api_->parse_chat(deep_args);
+    ADD_FAILURE() << "accepted tool-call arguments nested 100,000 deep";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_NE(std::string(e.what()).find("nest deeper than 512 levels"), std::string::npos)
+        << e.what();
+  }
   const ApiRequest ok = api_->parse_chat(
       R"({"model": "tiny", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2})");
   EXPECT_FALSE(ok.engine.prompt.empty());
