@@ -91,7 +91,7 @@ TEST(JinjaLimits, StringsAndWorkAreBounded) {
   expect_limit<RequestError>("{{ 'x' * 60000000 ~ 'y' * 10000000 }}", {"kMaxStringBytes"});
   expect_limit<RequestError>("{{ ''|indent(1000000000000) }}", {"kMaxStringBytes"});
   expect_limit<RequestError>("{% for i in range(1000) %}{% set s = 'x' * 60000000 %}{% endfor %}",
-                             {"more than 1073741824 bytes of strings and lists (kMaxWorkBytes)"});
+                             {"more than 4294967296 bytes of strings and lists (kMaxWorkBytes)"});
   expect_limit<RequestError>("{% for i in range(100) %}{{ 'x' * 1000000 }}{% endfor %}",
                              {"rendered output exceeds 67108864 bytes"});
 }

@@ -56,8 +56,8 @@ class Context {
   static constexpr int kMaxCallDepth = 64;
   static constexpr size_t kMaxOutputBytes = kMaxStringBytes;
   static constexpr int64_t kMaxSteps = 200'000;
-  static constexpr size_t kMaxWorkBytes = size_t{1} << 30;
-  static constexpr size_t kMaxStackBytes = size_t{1} << 20;
+  static constexpr size_t kMaxWorkBytes = size_t{4} << 30;
+  static constexpr size_t kMaxStackBytes = size_t{2} << 20;
 };
 
 // Built-ins (jinja_filters.cc, jinja_builtins.cc). find_* return nullptr for unknown names,
