@@ -25,15 +25,16 @@ work=build/fuzz/corpus/$target findings=build/fuzz/findings
 mkdir -p "$work" "$findings"
 fork=()
 [ -n "${FUZZ_JOBS:-}" ] && fork=(-fork="$FUZZ_JOBS" -ignore_crashes=0)
-# -timeout: one input may take 10 s (a hang is a finding); -rss_limit_mb: 2 GiB is a finding
-# (the worst case asked for 16 GB); -max_len: the largest seed, at least 64 KiB.
+# -timeout: one input may take 25 s (a hang is a finding; 10 s gave false ones on a loaded
+# 2-core machine); -rss_limit_mb / -malloc_limit_mb: 2 GiB is a finding (the worst
+# case asked for 16 GB); -max_len: the largest seed, at least 64 KiB.
 max_len=$(find "$seeds" -type f -printf '%s\n' | sort -n | tail -1)
 [ "$max_len" -lt 65536 ] && max_len=65536
 # ASan: leaks are findings; UBSan reports abort (the preset builds with -fno-sanitize-recover).
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 set +e
-"$bin" "${fork[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+"$bin" "${fork[@]}" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 \
   -malloc_limit_mb=2048 -max_len="$max_len" -print_final_stats=1 \
   -artifact_prefix="$findings/$target-" "$@" "$work" "$seeds" 2>&1 | tee "build/fuzz/$target.log" \
   | grep -aE "^#[0-9]+[[:space:]]+(INITED|DONE)|ERROR|SUMMARY|Test unit written|stat::" 
