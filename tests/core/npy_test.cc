@@ -89,6 +89,12 @@ TEST(Npy, MalformedHeadersFoundByFuzzing) {
   write_file_atomic(dir + "/s.npy", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (), }") +
                                         std::string(4, '\0'));
   EXPECT_TRUE(read_npy(dir + "/s.npy").shape.empty());
+  // A zero dim (the long fuzz run's finding: memcpy into an empty vector's null pointer).
+  write_file_atomic(dir + "/z.npy",
+                    npy("{'descr': '<i4', 'fortran_order': False, 'shape': (2, 0), }"));
+  const NpyArray z = read_npy(dir + "/z.npy");
+  EXPECT_EQ(z.shape, (std::vector<int64_t>{2, 0}));
+  EXPECT_TRUE(z.i32.empty());
 }
 
 }  // namespace

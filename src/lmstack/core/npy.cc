@@ -119,6 +119,7 @@ NpyArray read_npy(const std::string& path) {
     throw_error<FormatError>("{}: npy dtype '{}' unsupported (want <f4 or <i4)", path, a.dtype);
   if (data_bytes != static_cast<size_t>(n) * 4)
     throw_error<FormatError>("{}: npy data has {} bytes, shape needs {}", path, data_bytes, n * 4);
+  if (data_bytes == 0) return a;  // a zero dim: memcpy to an empty vector's null data is UB
   if (a.dtype == "<f4") {
     a.f32.resize(static_cast<size_t>(n));
     std::memcpy(a.f32.data(), data, data_bytes);
