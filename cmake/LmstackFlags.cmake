@@ -19,6 +19,14 @@ function(lmstack_apply_flags target)
   if(LMSTACK_WERROR)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
   endif()
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")  # the fuzz preset; GCC-only -Wno-* names
+    target_compile_options(${target} PRIVATE -Wno-unknown-warning-option)
+  endif()
+  if(LMSTACK_FUZZ)  # coverage for libFuzzer in every layer; fuzz/ links -fsanitize=fuzzer
+    target_compile_options(${target} PRIVATE -fsanitize=fuzzer-no-link,address,undefined
+      -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+  endif()
   if(LMSTACK_SANITIZE)
     target_compile_options(${target} PRIVATE -fsanitize=address,undefined
       -fno-sanitize-recover=undefined -fno-omit-frame-pointer)

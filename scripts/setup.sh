@@ -9,6 +9,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   libutf8proc-dev
   clang-format chromium
+  clang libclang-rt-14-dev
 )
 missing=()
 for p in "${packages[@]}"; do

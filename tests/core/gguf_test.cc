@@ -200,3 +200,36 @@ TEST(Gguf, TypeTables) {
 
 }  // namespace
 }  // namespace lmstack
+
+namespace lmstack {
+namespace {
+
+// One key whose value is an array of arrays `depth` deep (the innermost an empty u8 array).
+std::string nested_array_file(int depth) {
+  std::string b;
+  auto put = [&b](auto v) { b.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+  put(uint32_t{0x46554747});
+  put(uint32_t{3});
+  put(uint64_t{0});  // tensors
+  put(uint64_t{1});  // keys
+  put(uint64_t{1});
+  b += "k";
+  put(uint32_t{9});  // array
+  for (int i = 1; i < depth; ++i) {
+    put(uint32_t{9});
+    put(uint64_t{1});
+  }
+  put(uint32_t{0});  // u8
+  put(uint64_t{0});
+  return b;
+}
+
+// A value nested 400,000 deep overflowed the stack (issue 13); 16 levels are read.
+TEST(Gguf, RefusesArraysNestedTooDeep) {
+  EXPECT_NO_THROW(GgufFile(write_bytes("nest16", nested_array_file(16))));
+  expect_refused(nested_array_file(17), "nest17", "metadata key 'k': arrays nest deeper than 16");
+  expect_refused(nested_array_file(400000), "nest400k", "arrays nest deeper than 16");
+}
+
+}  // namespace
+}  // namespace lmstack

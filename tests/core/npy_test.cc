@@ -50,5 +50,52 @@ TEST(Npy, MalformedFilesAreRefused) {
   }
 }
 
+// Headers the fuzzer (fuzz/npy_fuzz.cc) turned up: each read past the header string or threw
+// std::invalid_argument from stoll before; all are FormatErrors naming the file now.
+TEST(Npy, MalformedHeadersFoundByFuzzing) {
+  const std::string dir = test::temp_dir("npy_fuzzed");
+  auto npy = [](const std::string& dict) {
+    std::string h = "\x93NUMPY";
+    h.push_back(1);
+    h.push_back(0);
+    h.push_back(static_cast<char>(dict.size() & 0xff));
+    h.push_back(static_cast<char>(dict.size() >> 8));
+    return h + dict;
+  };
+  const std::pair<std::string, std::string> cases[] = {
+      {"{'descr': '<f4', 'fortran_order': False, 'shape':", "'shape' has no value"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (3, ", "is not closed"},
+      {"{'descr': '<f4, 'fortran_order': False, 'shape': (3,), }", "npy dtype '<f4, ' unsupported"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (x1,), }", "is not a tuple of sizes"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }",
+       "is not a tuple of sizes"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }",
+       "is not a tuple of sizes"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }", "is not a tuple of sizes"},
+  };
+  for (const auto& [dict, what] : cases) {
+    write_file_atomic(dir + "/f.npy", npy(dict));
+    try {
+      read_npy(dir + "/f.npy");
+      ADD_FAILURE() << "accepted " << dict;
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << dict << ": " << e.what();
+    }
+  }
+  // The fuzzer's own input: a second header glued into the first one's 'descr' key.
+  write_file_atomic(dir + "/f.npy", npy("{'d$es_r': '<f4', 'fortran_ord)er': False, 's    "));
+  EXPECT_THROW(read_npy(dir + "/f.npy"), FormatError);
+  // Shapes NumPy writes still parse: (), (3,), (2, 3).
+  write_file_atomic(dir + "/s.npy", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (), }") +
+                                        std::string(4, '\0'));
+  EXPECT_TRUE(read_npy(dir + "/s.npy").shape.empty());
+  // A zero dim (the long fuzz run's finding: memcpy into an empty vector's null pointer).
+  write_file_atomic(dir + "/z.npy",
+                    npy("{'descr': '<i4', 'fortran_order': False, 'shape': (2, 0), }"));
+  const NpyArray z = read_npy(dir + "/z.npy");
+  EXPECT_EQ(z.shape, (std::vector<int64_t>{2, 0}));
+  EXPECT_TRUE(z.i32.empty());
+}
+
 }  // namespace
 }  // namespace lmstack

@@ -11,6 +11,7 @@
 
 #include "lmstack/core/error.h"
 #include "lmstack/core/file.h"
+#include "lmstack/model/model_dir.h"
 #include "lmstack/train/checkpoint.h"
 #include "lmstack/train/data.h"
 #include "lmstack/train/train_log.h"
@@ -98,6 +99,72 @@ TEST(TrainerTest, NanLossStopsAndKeepsTheLastCheckpoint) {
   const int64_t saved = read_trainer_state(*latest).step;
   EXPECT_GE(saved, 1);
   for (double l : losses_of(c.log_path)) EXPECT_TRUE(std::isfinite(l));
+}
+
+// The checkpoint `latest` names is whole: its weights, optimizer state and trainer state load.
+void expect_loadable(const std::string& checkpoint, int64_t step, ThreadPool& pool) {
+  const model::ModelDir md = model::load_model_dir(checkpoint);
+  EXPECT_GT(md.weights.embed.numel(), 0);
+  EXPECT_EQ(read_trainer_state(checkpoint).step, step);
+  TrainModel model(md.config, md.weights, pool, TrainModelOptions{});
+  AdamW opt(model.params(), AdamWConfig{});
+  EXPECT_NO_THROW(load_optimizer_state(checkpoint, model, opt));
+  EXPECT_EQ(opt.steps_taken(), step);
+}
+
+// A full disk: the write of step 4's weights stops after 1000 bytes (the file is left short,
+// as ENOSPC leaves it) and fails; the run stops naming the file, and the previous checkpoint
+// is still the one `latest` names, complete.
+TEST(TrainerTest, FullDiskFailsTheSaveAndKeepsThePreviousCheckpoint) {
+  const std::string data = make_data("trainer_disk_data");
+  ThreadPool pool(2);
+  const TrainConfig c = tiny_config(data, test::temp_dir("trainer_disk"));
+  set_file_fault_hook([](std::string_view op, const std::string& path) -> int64_t {
+    const bool hit =
+        op == "write" && path.find("step-00000004/model.safetensors") != std::string::npos;
+    return hit ? 1000 : -1;
+  });
+  try {
+    run_training(c, pool);
+    ADD_FAILURE() << "the save on a full disk did not fail";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("step-00000004/model.safetensors: write truncated"),
+              std::string::npos)
+        << e.what();
+  }
+  set_file_fault_hook(nullptr);
+  const auto latest = latest_checkpoint(c.out_dir);
+  ASSERT_TRUE(latest.has_value());
+  EXPECT_NE(latest->find("step-00000002"), std::string::npos) << *latest;
+  expect_loadable(*latest, 2, pool);
+}
+
+// An output directory the run cannot write into (a file stands where step 4's directory goes;
+// root ignores permission bits, so chmod would not do): a clear error naming the path, and
+// step 2 stays the loadable latest checkpoint.
+TEST(TrainerTest, UnwritableOutputDirectoryFailsTheSaveClearly) {
+  const std::string data = make_data("trainer_ro_data");
+  ThreadPool pool(2);
+  const TrainConfig c = tiny_config(data, test::temp_dir("trainer_ro"));
+  make_directories(path_join(c.out_dir, "checkpoints"));
+  write_file_atomic(path_join(c.out_dir, "checkpoints/step-00000004"), "not a directory\n");
+  try {
+    run_training(c, pool);
+    ADD_FAILURE() << "a save into an unwritable directory did not fail";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("checkpoints/step-00000004"), std::string::npos)
+        << e.what();
+  }
+  const auto latest = latest_checkpoint(c.out_dir);
+  ASSERT_TRUE(latest.has_value());
+  EXPECT_NE(latest->find("step-00000002"), std::string::npos) << *latest;
+  expect_loadable(*latest, 2, pool);
+
+  // No output directory at all can be made (its parent is a file): the first save fails.
+  TrainConfig blocked = c;
+  blocked.out_dir = path_join(c.out_dir, "checkpoints/step-00000004/out");
+  blocked.log_path.clear();
+  EXPECT_THROW(run_training(blocked, pool), IoError);
 }
 
 }  // namespace

@@ -15,7 +15,6 @@ namespace {
 
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
 constexpr uint32_t kVersion = 3;
-constexpr uint32_t kDefaultAlignment = 32;
 
 constexpr std::array<GgmlTypeInfo, 31> kGgmlTypes = {{
     {0, "F32", 1, 4},         {1, "F16", 1, 2},         {2, "Q4_0", 32, 18},
@@ -143,7 +142,15 @@ void read_scalar(Cursor& c, GgufValueType t, const std::string& key, int64_t& in
 
 bool is_float_type(GgufValueType t) { return t == GgufValueType::kF32 || t == GgufValueType::kF64; }
 
-void read_array(Cursor& c, const std::string& path, const std::string& key, GgufValue& v) {
+// Arrays of arrays deeper than this are refused: the walk below recurses once per level, and
+// a file nested 400,000 deep overflowed the stack (issue 13). No llama.cpp key nests at all.
+constexpr int kMaxArrayDepth = 16;
+
+void read_array(Cursor& c, const std::string& path, const std::string& key, GgufValue& v,
+                int depth = 1) {
+  if (depth > kMaxArrayDepth)
+    throw_error<FormatError>("{}: metadata key '{}': arrays nest deeper than {} levels (offset {})",
+                             path, key, kMaxArrayDepth, c.pos());
   v.array_type = checked_type(c.read<uint32_t>(key), path, key);
   v.array_size = c.read<uint64_t>(key);
   const GgufValueType et = v.array_type;
@@ -151,7 +158,7 @@ void read_array(Cursor& c, const std::string& path, const std::string& key, Gguf
     c.check_count(v.array_size, 12, key);
     for (uint64_t i = 0; i < v.array_size; ++i) {
       GgufValue inner;
-      read_array(c, path, key, inner);
+      read_array(c, path, key, inner, depth + 1);
     }
     return;
   }

@@ -12,7 +12,7 @@ namespace lmstack {
 
 using Json = nlohmann::json;
 
-// Parses text; throws FormatError "<source>: invalid JSON at byte N: ..." on bad input.
+// Parses text; FormatError "<source>: invalid JSON at byte N" or nesting past json_depth.h.
 Json parse_json(const std::string& text, const std::string& source);
 // Reads and parses a file (IoError / FormatError naming the path).
 Json read_json_file(const std::string& path);

@@ -2,6 +2,7 @@
 // length, a Python dict literal padded with spaces to a multiple of 64 bytes, then raw data.
 #include "lmstack/core/npy.h"
 
+#include <charconv>
 #include <cstring>
 
 #include "lmstack/core/error.h"
@@ -41,13 +42,47 @@ void write_any(const std::string& path, const std::string& descr, const std::vec
   write_file_atomic(path, out);
 }
 
+// The text of `key`'s value in the header dict: inside (...) or '...', else up to , or }.
+// Every search is checked: a header cut after the key read past the string (fuzz finding).
 std::string dict_value(const std::string& dict, const std::string& key, const std::string& path) {
   const size_t k = dict.find("'" + key + "':");
   if (k == std::string::npos) throw_error<FormatError>("{}: npy header lacks '{}'", path, key);
-  size_t v = dict.find_first_not_of(' ', k + key.size() + 3);
-  if (dict[v] == '(') return dict.substr(v + 1, dict.find(')', v) - v - 1);
-  if (dict[v] == '\'') return dict.substr(v + 1, dict.find('\'', v + 1) - v - 1);
-  return dict.substr(v, dict.find_first_of(",}", v) - v);
+  const size_t v = dict.find_first_not_of(' ', k + key.size() + 3);
+  if (v == std::string::npos)
+    throw_error<FormatError>("{}: npy header: '{}' has no value", path, key);
+  const char close = dict[v] == '(' ? ')' : dict[v] == '\'' ? '\'' : '\0';
+  if (close != '\0') {
+    const size_t end = dict.find(close, v + 1);
+    if (end == std::string::npos)
+      throw_error<FormatError>("{}: npy header: the value of '{}' is not closed", path, key);
+    return dict.substr(v + 1, end - v - 1);
+  }
+  const size_t end = dict.find_first_of(",}", v);
+  return dict.substr(v, end == std::string::npos ? std::string::npos : end - v);
+}
+
+// The dims of a shape tuple's text ("2, 3" or "4," or ""); FormatError for anything but
+// non-negative integers, or an element count past 2^60.
+std::vector<int64_t> parse_shape(const std::string& dims, const std::string& path, int64_t& n) {
+  std::vector<int64_t> shape;
+  n = 1;
+  size_t pos = 0;
+  while (pos <= dims.size()) {
+    size_t comma = dims.find(',', pos);
+    if (comma == std::string::npos) comma = dims.size();
+    const size_t b = dims.find_first_not_of(' ', pos);
+    const size_t e = dims.find_last_not_of(' ', comma == 0 ? 0 : comma - 1);
+    if (b < comma && e != std::string::npos && e >= b) {
+      int64_t d = -1;
+      const auto r = std::from_chars(dims.data() + b, dims.data() + e + 1, d);
+      if (r.ec != std::errc() || r.ptr != dims.data() + e + 1 || d < 0 ||
+          __builtin_mul_overflow(n, d, &n) || n > (int64_t{1} << 60))
+        throw_error<FormatError>("{}: npy shape ({}) is not a tuple of sizes", path, dims);
+      shape.push_back(d);
+    }
+    pos = comma + 1;
+  }
+  return shape;
 }
 
 }  // namespace
@@ -77,25 +112,14 @@ NpyArray read_npy(const std::string& path) {
   if (dict_value(dict, "fortran_order", path) != "False")
     throw_error<FormatError>("{}: Fortran-order arrays unsupported", path);
   int64_t n = 1;
-  const std::string dims = dict_value(dict, "shape", path);
-  size_t pos = 0;
-  while (pos < dims.size()) {
-    const size_t comma = dims.find(',', pos);
-    const std::string part =
-        dims.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    if (part.find_first_of("0123456789") != std::string::npos) {
-      a.shape.push_back(std::stoll(part));
-      n *= a.shape.back();
-    }
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
+  a.shape = parse_shape(dict_value(dict, "shape", path), path, n);
   const size_t data_bytes = bytes.size() - 10 - hlen;
   const char* data = bytes.data() + 10 + hlen;
   if (a.dtype != "<f4" && a.dtype != "<i4")
     throw_error<FormatError>("{}: npy dtype '{}' unsupported (want <f4 or <i4)", path, a.dtype);
   if (data_bytes != static_cast<size_t>(n) * 4)
     throw_error<FormatError>("{}: npy data has {} bytes, shape needs {}", path, data_bytes, n * 4);
+  if (data_bytes == 0) return a;  // a zero dim: memcpy to an empty vector's null data is UB
   if (a.dtype == "<f4") {
     a.f32.resize(static_cast<size_t>(n));
     std::memcpy(a.f32.data(), data, data_bytes);

@@ -150,8 +150,8 @@ DetokenizerFactory OpenAiApi::detokenizer_factory(const tokenizer::Tokenizer& to
 Json OpenAiApi::parse_body(const std::string& body) const {
   Json j;
   try {
-    j = Json::parse(body);
-  } catch (const Json::exception& e) {
+    j = parse_json(body, "the body");  // depth-limited: a deep body crashed serve (issue 13)
+  } catch (const FormatError& e) {
     throw bad_field("", fmt::format("the body is not valid JSON: {}", e.what()));
   }
   if (!j.is_object()) throw bad_field("", "the body must be a JSON object");

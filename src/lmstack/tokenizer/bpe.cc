@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "lmstack/core/error.h"
+#include "lmstack/tokenizer/token_ids.h"
 #include "lmstack/tokenizer/unicode.h"
 
 namespace lmstack::tokenizer {
@@ -114,7 +115,7 @@ PieceCache& thread_cache() {
 void BpeModel::clear_thread_cache() { thread_cache().clear(); }
 
 void BpeModel::add_token(int32_t id, std::string_view symbol, std::string_view source) {
-  if (id < 0) throw_error<FormatError>("{}: negative token id {}", source, id);
+  checked_token_id(id, source);  // before the table below is sized by it
   if (!index_.insert(symbol, id))
     throw_error<FormatError>("{}: token id {} repeats the bytes of token {}", source, id,
                              *index_.find(symbol));

@@ -29,10 +29,10 @@ std::string ChatTemplate::render_json(const J& context) const {
     throw_error<RequestError>("{}: render context must be a JSON object, got {}", name_,
                               context.type_name());
   jinja::Scope root(nullptr);
-  for (const auto& [key, value] : context.items()) root.set(key, jinja::from_json(value));
   jinja::Context ctx(&root);
   std::string out;
   try {
+    for (const auto& [key, value] : context.items()) root.set(key, jinja::from_json(value));
     jinja::exec_body(tree_->body, ctx, out);
   } catch (const jinja::RenderError& e) {
     throw_error<RequestError>("{}:{}:{}: {}", name_, ctx.loc.line, ctx.loc.column, e.what());
@@ -66,10 +66,29 @@ const std::string& chat_template_for(const Tokenizer& tokenizer, bool with_tools
 
 namespace {
 
+// RequestError when `j` nests deeper than the interpreter's values may, found without
+// recursion: copying it below recurses once per level, and serve parses tool-call arguments
+// (a JSON string inside the body) into these messages unbounded (issue 13).
+template <class J>
+void check_depth(const J& j, const char* what) {
+  std::vector<std::pair<const J*, int>> stack = {{&j, 1}};
+  while (!stack.empty()) {
+    const auto [v, depth] = stack.back();
+    stack.pop_back();
+    if (depth > jinja::kMaxValueDepth)
+      throw_error<RequestError>("{} nest deeper than {} levels (kMaxValueDepth)", what,
+                                jinja::kMaxValueDepth);
+    if (v->is_structured())
+      for (const auto& child : *v) stack.emplace_back(&child, depth + 1);
+  }
+}
+
 template <class J>
 std::string render_chat_json(const ChatTemplate& chat_template, const J& messages, const J& tools,
                              bool add_generation_prompt, const std::string& bos_token,
                              const std::string& eos_token) {
+  check_depth(messages, "the messages");
+  check_depth(tools, "the tools");
   J context = J::object();
   context["messages"] = messages;
   context["tools"] = tools;  // transformers always passes tools and documents (None if absent)

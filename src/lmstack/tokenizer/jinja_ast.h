@@ -21,6 +21,9 @@ struct Expr {
   virtual ~Expr() = default;
   virtual Value eval(Context& ctx) const = 0;
   Location loc;
+  // Levels of the subtree (1 for a leaf). The parser bounds it by Parser::kMaxNesting, since
+  // evaluation and destruction recurse once per level.
+  int depth = 1;
 };
 using ExprPtr = std::unique_ptr<Expr>;
 

@@ -299,10 +299,11 @@ Value g_range(Context&, const CallArgs& args) {
   const int64_t step = a.has(2) ? a.get(2).as_int() : 1;
   if (step == 0) fail("range() arg 3 must not be zero");
   ValueList out;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
     if (out.size() >= 100000)  // jinja2's sandbox MAX_RANGE
       fail("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
     out.push_back(Value::integer(i));
+    if (__builtin_add_overflow(i, step, &i)) break;  // Python's ints do not wrap
   }
   return Value::list(std::move(out));
 }

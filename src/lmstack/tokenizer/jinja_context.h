@@ -33,12 +33,31 @@ class Context {
   // Records where evaluation is, so an error thrown below can name it.
   void at(Location l) { loc = l; }
 
+  // Counts one loop iteration or macro call; fails past kMaxSteps (nested range() loops ran
+  // until killed, issue 13).
+  void step();
+  // Counts the bytes of a string or list an expression produced; fails past kMaxWorkBytes, so
+  // a loop of big concatenations or joins ends in a bounded time.
+  void charge(const Value& produced);
+  // Fails when rendering has used more than kMaxStackBytes of the stack since the Context was
+  // made: macro recursion (kMaxCallDepth) times statement and expression nesting (the
+  // parser's kMaxNesting each) could otherwise exceed a thread's stack in sanitizer builds.
+  void check_stack() const;
+
   Scope* scope;
   Scope* root_scope;
   Location loc;
   int call_depth = 0;  // macro recursion, bounded by kMaxCallDepth
+  int64_t steps = 0;
+  size_t work_bytes = 0;
+  const char* stack_base = static_cast<const char*>(__builtin_frame_address(0));
+  // Limits (docs/reliability.md): generous for every real template. A chat render takes 1-3
+  // steps per message, so 200,000 steps allow far more messages than any context holds.
   static constexpr int kMaxCallDepth = 64;
-  static constexpr size_t kMaxOutputBytes = size_t{64} << 20;
+  static constexpr size_t kMaxOutputBytes = kMaxStringBytes;
+  static constexpr int64_t kMaxSteps = 200'000;
+  static constexpr size_t kMaxWorkBytes = size_t{4} << 30;
+  static constexpr size_t kMaxStackBytes = size_t{2} << 20;
 };
 
 // Built-ins (jinja_filters.cc, jinja_builtins.cc). find_* return nullptr for unknown names,

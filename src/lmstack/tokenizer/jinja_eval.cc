@@ -65,7 +65,11 @@ std::vector<int64_t> slice_positions(int64_t n, const Value& start_v, const Valu
   const int64_t start = clamp(as_index(start_v, "start"), step > 0 ? 0 : n - 1);
   const int64_t stop = clamp(as_index(stop_v, "stop"), step > 0 ? n : -1);
   std::vector<int64_t> positions;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) positions.push_back(i);
+  // A step near INT64_MAX would wrap `i` past the end back into the sequence (issue 13).
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
+    positions.push_back(i);
+    if (__builtin_add_overflow(i, step, &i)) break;
+  }
   return positions;
 }
 
@@ -173,14 +177,18 @@ Value CallExpr::eval(Context& ctx) const {
   if (fn.is_undefined()) fn.require_defined();
   if (fn.kind() != Value::Kind::kCallable)
     fail(fmt::format("'{}' object is not callable", fn.type_name()));
-  return fn.as_callable()(ctx, call_args);
+  Value result = fn.as_callable()(ctx, call_args);
+  ctx.charge(result);
+  return result;
 }
 
 Value FilterExpr::eval(Context& ctx) const {
   const Value operand_value = operand->eval(ctx);
   const CallArgs call_args = args.eval(ctx);
   ctx.at(loc);
-  return fn(ctx, operand_value, call_args);
+  Value result = fn(ctx, operand_value, call_args);
+  ctx.charge(result);
+  return result;
 }
 
 Value TestExpr::eval(Context& ctx) const {
@@ -208,8 +216,16 @@ Value BinaryExpr::eval(Context& ctx) const {
   if (op == BinaryOp::kOr) return a.truthy() ? a : rhs->eval(ctx);
   const Value b = rhs->eval(ctx);
   ctx.at(loc);
-  if (op == BinaryOp::kConcat) return Value::string(a.str() + b.str());
-  return binary_arithmetic(op, a, b);
+  Value result;
+  if (op == BinaryOp::kConcat) {
+    std::string sa = a.str(), sb = b.str();
+    check_string_bytes(sa.size() + sb.size());
+    result = Value::string(std::move(sa) + sb);
+  } else {
+    result = binary_arithmetic(op, a, b);
+  }
+  ctx.charge(result);
+  return result;
 }
 
 Value CompareExpr::eval(Context& ctx) const {

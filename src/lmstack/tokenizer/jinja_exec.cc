@@ -23,9 +23,19 @@ class ScopeGuard {
   Scope* saved_;
 };
 
+// Fails when `v`, about to be stored in a namespace, is or holds a namespace.
+void check_namespace_value(const Value& target, const std::string& name, const Value& v) {
+  if (!v.has_namespace()) return;
+  const bool self = v.is_namespace() && &v.as_namespace() == &target.as_namespace();
+  fail(fmt::format("cannot assign {} to '{}': a namespace may not hold a namespace{}",
+                   self ? "the namespace itself" : "a namespace (or a list or dict holding one)",
+                   name, self ? " (it would contain itself)" : ", which could contain itself"));
+}
+
 void check_output_size(const std::string& out) {
   if (out.size() > Context::kMaxOutputBytes)
-    fail(fmt::format("rendered output exceeds {} bytes", Context::kMaxOutputBytes));
+    fail(fmt::format("rendered output exceeds {} bytes (kMaxOutputBytes)",
+                     Context::kMaxOutputBytes));
 }
 
 // Binds `targets` to `value`: one name takes it whole, several unpack a sequence.
@@ -67,7 +77,31 @@ Value make_loop(const ValueList& items, size_t i) {
 
 }  // namespace
 
+void Context::step() {
+  if (++steps > kMaxSteps)
+    fail(fmt::format("the template ran more than {} loop iterations and macro calls (kMaxSteps)",
+                     kMaxSteps));
+}
+
+void Context::charge(const Value& produced) {
+  if (produced.is_string())
+    work_bytes += produced.as_string().size();
+  else if (produced.is_list())
+    work_bytes += produced.as_list().size() * sizeof(Value);
+  if (work_bytes > kMaxWorkBytes)
+    fail(fmt::format("the template built more than {} bytes of strings and lists (kMaxWorkBytes)",
+                     kMaxWorkBytes));
+}
+
+void Context::check_stack() const {
+  const auto* here = static_cast<const char*>(__builtin_frame_address(0));
+  if (here<stack_base&& static_cast<size_t>(stack_base - here)> kMaxStackBytes)
+    fail(fmt::format("the template recursed through more than {} bytes of stack (kMaxStackBytes)",
+                     kMaxStackBytes));
+}
+
 Flow exec_body(const Body& body, Context& ctx, std::string& out) {
+  ctx.check_stack();
   for (const auto& stmt : body) {
     const Flow flow = stmt->exec(ctx, out);
     if (flow != Flow::kNormal) return flow;
@@ -100,6 +134,7 @@ Flow ForStmt::exec(Context& ctx, std::string& out) const {
   if (filter) {  // `for x in xs if cond`: loop.* counts only the items that pass
     ValueList kept;
     for (const Value& item : items) {
+      ctx.step();
       Scope probe(ctx.scope);
       bind_targets(probe, targets, item);
       ScopeGuard guard(ctx, &probe);
@@ -111,6 +146,7 @@ Flow ForStmt::exec(Context& ctx, std::string& out) const {
   for (size_t i = 0; i < items.size(); ++i) {
     Scope iteration(ctx.scope);
     ctx.at(loc);
+    ctx.step();
     bind_targets(iteration, targets, items[i]);
     iteration.set("loop", make_loop(items, i));
     ScopeGuard guard(ctx, &iteration);
@@ -130,6 +166,7 @@ Flow SetStmt::exec(Context& ctx, std::string&) const {
   if (!target.is_namespace())
     fail(fmt::format("cannot assign attribute '{}' on '{}': only namespace() objects allow it",
                      attr, targets[0]));
+  check_namespace_value(target, targets[0] + "." + attr, v);
   target.as_namespace().set(attr, std::move(v));
   return Flow::kNormal;
 }
@@ -170,6 +207,7 @@ Flow MacroStmt::exec(Context& ctx, std::string&) const {
                                         macro->name, key));
                      call_scope.set(key, v);
                    }
+                   c.step();
                    if (++c.call_depth > Context::kMaxCallDepth)
                      fail(fmt::format("macro '{}': recursion deeper than {}", macro->name,
                                       Context::kMaxCallDepth));

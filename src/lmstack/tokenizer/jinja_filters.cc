@@ -119,6 +119,7 @@ Value f_join(Context&, const Value& v, const CallArgs& args) {
     out += (first ? "" : sep) +
            (a.has(1) ? get_attribute_path(item, a.get(1).str()).str() : item.str());
     first = false;
+    check_string_bytes(out.size());  // as it grows: a huge join took 3.9 GB (issue 13)
   }
   return Value::string(std::move(out));
 }
@@ -248,7 +249,10 @@ Value f_indent(Context&, const Value& v, const CallArgs& args) {
       !a.has(0) ? "    "
       : a.get(0).is_string()
           ? a.get(0).as_string()
-          : std::string(static_cast<size_t>(std::max<int64_t>(0, a.get(0).as_int())), ' ');
+          : std::string(
+                static_cast<size_t>(std::clamp<int64_t>(a.get(0).as_int(), 0, kMaxStringBytes + 1)),
+                ' ');
+  check_string_bytes(pad.size());
   const std::vector<std::string> lines = py_splitlines(v.str() + "\n");
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {

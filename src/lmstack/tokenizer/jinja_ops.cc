@@ -101,12 +101,23 @@ Value float_arithmetic(BinaryOp op, double x, double y) {
   }
 }
 
-// str * n or list * n (n <= 0 gives an empty result, as in Python).
+// str * n or list * n (n <= 0 gives an empty result, as in Python). The size is checked
+// before the loop, without overflow: `'' * 10**18` looped for ever and a wrapped product let
+// huge results through (issue 13).
 Value repeat(const Value& seq, int64_t n) {
-  if (n > 0 && length(seq) * n > (int64_t{1} << 26)) fail("repetition result too large");
+  const size_t unit = seq.is_string() ? seq.as_string().size() : seq.as_list().size();
+  if (n <= 0 || unit == 0)
+    return seq.is_string() ? Value::string("") : Value::list({}, seq.is_tuple());
+  const size_t limit = seq.is_string() ? kMaxStringBytes : kMaxListItems;
+  if (static_cast<uint64_t>(n) > limit / unit)
+    fail(fmt::format("repetition result too large ({} x {} {}; the limit is {})", unit, n,
+                     seq.is_string() ? "bytes" : "items", limit));
   if (seq.is_string()) {
     std::string out;
-    for (int64_t i = 0; i < n; ++i) out += seq.as_string();
+    out.reserve(unit * static_cast<size_t>(n));
+    out = seq.as_string();
+    while (out.size() * 2 <= unit * static_cast<size_t>(n)) out += out;  // doubling, not n appends
+    out.append(out.data(), unit * static_cast<size_t>(n) - out.size());
     return Value::string(std::move(out));
   }
   ValueList out;
@@ -124,9 +135,14 @@ Value binary_arithmetic(BinaryOp op, const Value& a, const Value& b) {
       return float_arithmetic(op, a.as_double(), b.as_double());
     return int_arithmetic(op, a.as_int(), b.as_int());
   }
-  if (op == BinaryOp::kAdd && a.is_string() && b.is_string())
+  if (op == BinaryOp::kAdd && a.is_string() && b.is_string()) {
+    check_string_bytes(a.as_string().size() + b.as_string().size());
     return Value::string(a.as_string() + b.as_string());
+  }
   if (op == BinaryOp::kAdd && a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+    if (a.as_list().size() + b.as_list().size() > kMaxListItems)
+      fail(fmt::format("list concatenation result too large (the limit is {} items)",
+                       kMaxListItems));
     ValueList out = a.as_list();
     out.insert(out.end(), b.as_list().begin(), b.as_list().end());
     return Value::list(std::move(out), a.is_tuple());

@@ -21,16 +21,21 @@ ExprPtr Parser::parse_tuple(bool with_cond) {
       break;
     tuple->items.push_back(parse_expression(with_cond));
   }
+  for (const auto& item : tuple->items) deepen(*tuple, item.get());
   return tuple;
 }
 
 ExprPtr Parser::parse_expression(bool with_cond) {
+  const NestingGuard guard(*this, peek());  // `a if b else c if d else ...` recurses here
   ExprPtr expr = parse_or();
   while (with_cond && is_name("if")) {
     auto cond = std::make_unique<CondExpr>(next().loc);
     cond->then_expr = std::move(expr);
     cond->cond = parse_or();
     if (skip_name("else")) cond->else_expr = parse_expression();
+    deepen(*cond, cond->then_expr.get());
+    deepen(*cond, cond->cond.get());
+    deepen(*cond, cond->else_expr.get());
     expr = std::move(cond);
   }
   return expr;
@@ -41,6 +46,8 @@ ExprPtr Parser::make_binary(Location loc, BinaryOp op, ExprPtr lhs, ExprPtr rhs)
   node->op = op;
   node->lhs = std::move(lhs);
   node->rhs = std::move(rhs);
+  deepen(*node, node->lhs.get());
+  deepen(*node, node->rhs.get());
   return node;
 }
 
@@ -68,6 +75,7 @@ ExprPtr Parser::parse_not() {
   auto node = std::make_unique<UnaryExpr>(next().loc);
   node->op = UnaryOp::kNot;
   node->operand = parse_not();
+  deepen(*node, node->operand.get());
   return node;
 }
 
@@ -95,6 +103,8 @@ ExprPtr Parser::parse_compare() {
   auto node = std::make_unique<CompareExpr>(loc);
   node->first = std::move(first);
   node->rest = std::move(rest);
+  deepen(*node, node->first.get());
+  for (const auto& [op, e] : node->rest) deepen(*node, e.get());
   return node;
 }
 
@@ -126,6 +136,7 @@ ExprPtr Parser::parse_unary(bool with_filter) {
     auto unary = std::make_unique<UnaryExpr>(peek().loc);
     unary->op = next().text == "-" ? UnaryOp::kNeg : UnaryOp::kPos;
     unary->operand = parse_unary(false);
+    deepen(*unary, unary->operand.get());
     node = std::move(unary);
   } else {
     node = parse_primary();
@@ -191,6 +202,7 @@ ExprPtr Parser::parse_collection(const char* close, bool is_dict, Location loc) 
     auto list = std::make_unique<ListExpr>(loc);
     while (!skip_op(close)) {
       list->items.push_back(parse_expression());
+      deepen(*list, list->items.back().get());
       if (!is_op(close)) expect_op(",");
     }
     return list;
@@ -200,6 +212,8 @@ ExprPtr Parser::parse_collection(const char* close, bool is_dict, Location loc) 
     ExprPtr key = parse_expression();
     expect_op(":");
     dict->entries.emplace_back(std::move(key), parse_expression());
+    deepen(*dict, dict->entries.back().first.get());
+    deepen(*dict, dict->entries.back().second.get());
     if (!is_op(close)) expect_op(",");
   }
   return dict;
@@ -214,6 +228,7 @@ ExprPtr Parser::parse_postfix(ExprPtr node) {
         auto attr = std::make_unique<AttrExpr>(loc);
         attr->object = std::move(node);
         attr->name = t.text;
+        deepen(*attr, attr->object.get());
         node = std::move(attr);
       } else if (t.type == TokenType::kInt) {
         int64_t position = 0;
@@ -222,6 +237,7 @@ ExprPtr Parser::parse_postfix(ExprPtr node) {
         auto index = std::make_unique<IndexExpr>(loc);
         index->object = std::move(node);
         index->index = std::make_unique<LiteralExpr>(t.loc, Value::integer(position));
+        deepen(*index, index->object.get());
         node = std::move(index);
       } else {
         error(t, "expected an attribute name after '.', got " + describe(t));
@@ -232,6 +248,8 @@ ExprPtr Parser::parse_postfix(ExprPtr node) {
       auto call = std::make_unique<CallExpr>(loc);
       call->callee = std::move(node);
       call->args = parse_call_args();
+      deepen(*call, call->callee.get());
+      deepen(*call, call->args);
       node = std::move(call);
     } else {
       return node;
@@ -248,6 +266,8 @@ ExprPtr Parser::parse_subscript(ExprPtr node, Location loc) {
     auto index = std::make_unique<IndexExpr>(loc);
     index->object = std::move(node);
     index->index = std::move(start);
+    deepen(*index, index->object.get());
+    deepen(*index, index->index.get());
     return index;
   }
   if (!is_op("]") && !is_op(":")) stop = parse_expression();
@@ -258,6 +278,9 @@ ExprPtr Parser::parse_subscript(ExprPtr node, Location loc) {
   slice->start = std::move(start);
   slice->stop = std::move(stop);
   slice->step = std::move(step);
+  for (const Expr* e :
+       {slice->object.get(), slice->start.get(), slice->stop.get(), slice->step.get()})
+    deepen(*slice, e);
   return slice;
 }
 
@@ -275,6 +298,8 @@ ExprPtr Parser::parse_filter_chain(ExprPtr node) {
       if (is_op(".")) unsupported(peek(), "dotted filter name");
       if (is_op("(")) filter->args = parse_call_args();
       filter->operand = std::move(node);
+      deepen(*filter, filter->operand.get());
+      deepen(*filter, filter->args);
       node = std::move(filter);
     } else if (skip_name("is")) {
       auto test = std::make_unique<TestExpr>(loc);
@@ -294,11 +319,15 @@ ExprPtr Parser::parse_filter_chain(ExprPtr node) {
         test->args.positional.push_back(parse_postfix(parse_primary()));
       }
       test->operand = std::move(node);
+      deepen(*test, test->operand.get());
+      deepen(*test, test->args);
       node = std::move(test);
     } else if (is_op("(")) {
       auto call = std::make_unique<CallExpr>(loc);
       call->callee = std::move(node);
       call->args = parse_call_args();
+      deepen(*call, call->callee.get());
+      deepen(*call, call->args);
       node = std::move(call);
     } else {
       return node;

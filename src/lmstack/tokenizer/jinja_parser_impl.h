@@ -75,6 +75,23 @@ class Parser {
   [[noreturn]] void error(const Token& at, const std::string& what) const {
     throw_error<FormatError>("{}:{}:{}: {}", name_, at.loc.line, at.loc.column, what);
   }
+  [[noreturn]] void error_at(Location loc, const std::string& what) const {
+    throw_error<FormatError>("{}:{}:{}: {}", name_, loc.line, loc.column, what);
+  }
+  // Makes `node` at least one level deeper than `child`; fails past kMaxNesting. Chains
+  // (`a ~ b ~ ...`, `x.a.b`, `f()()`, `x|f|g`) deepen the tree without recursing here, and a
+  // few thousand links crashed the renderer (issue 13).
+  void deepen(Expr& node, const Expr* child) const {
+    if (child == nullptr) return;
+    node.depth = std::max(node.depth, child->depth + 1);
+    if (node.depth > kMaxNesting)
+      error_at(node.loc,
+               fmt::format("expression nests deeper than {} levels (kMaxNesting)", kMaxNesting));
+  }
+  void deepen(Expr& node, const Arguments& args) const {
+    for (const auto& e : args.positional) deepen(node, e.get());
+    for (const auto& [k, e] : args.keyword) deepen(node, e.get());
+  }
   [[noreturn]] void unsupported(const Token& at, const std::string& what) const {
     error(at, "unsupported construct '" + what + "'");
   }
@@ -171,7 +188,7 @@ class Parser {
    public:
     NestingGuard(Parser& parser, const Token& at) : parser_(parser) {
       if (++parser_.nesting_ > kMaxNesting)
-        parser_.error(at, fmt::format("nesting deeper than {} levels", kMaxNesting));
+        parser_.error(at, fmt::format("nesting deeper than {} levels (kMaxNesting)", kMaxNesting));
     }
     ~NestingGuard() { --parser_.nesting_; }
     NestingGuard(const NestingGuard&) = delete;

@@ -13,10 +13,37 @@ namespace lmstack::tokenizer::jinja {
 
 void fail(const std::string& message) { throw RenderError(message); }
 
+void check_string_bytes(size_t bytes) {
+  if (bytes > kMaxStringBytes)
+    fail(fmt::format("a string of {} bytes exceeds the limit of {} bytes (kMaxStringBytes)", bytes,
+                     kMaxStringBytes));
+}
+
+namespace {
+
+// Depth and namespace flag of a container from its elements.
+template <class Items, class Get>
+void measure(const Items& items, Get get, uint16_t& depth, bool& has_namespace) {
+  int deepest = 0;
+  for (const auto& item : items) {
+    deepest = std::max(deepest, get(item).depth());
+    has_namespace = has_namespace || get(item).has_namespace();
+  }
+  if (deepest + 1 > kMaxValueDepth)
+    fail(fmt::format("a value nests deeper than {} levels (kMaxValueDepth)", kMaxValueDepth));
+  depth = static_cast<uint16_t>(deepest + 1);
+}
+const Value& self(const Value& v) { return v; }
+const Value& second(const std::pair<std::string, Value>& kv) { return kv.second; }
+
+}  // namespace
+
 const Value* Dict::find(const std::string& key) const {
   const auto it = index_.find(key);
   return it == index_.end() ? nullptr : &items_[it->second].second;
 }
+
+size_t Dict::size() const { return items_.size(); }
 
 void Dict::set(const std::string& key, Value value) {
   const auto [it, inserted] = index_.emplace(key, items_.size());
@@ -57,26 +84,32 @@ Value Value::number(double d) {
 }
 Value Value::string(std::string s) {
   Value v;
+  check_string_bytes(s.size());
   v.kind_ = Kind::kString;
-  v.data_ = std::move(s);
+  v.data_ = std::make_shared<const std::string>(std::move(s));
   return v;
 }
 Value Value::list(ValueList items, bool is_tuple) {
   Value v;
   v.kind_ = Kind::kList;
   v.is_tuple_ = is_tuple;
+  measure(items, self, v.depth_, v.has_namespace_);
   v.data_ = std::make_shared<const ValueList>(std::move(items));
   return v;
 }
 Value Value::dict(std::shared_ptr<const Dict> d) {
   Value v;
   v.kind_ = Kind::kDict;
+  measure(d->items(), second, v.depth_, v.has_namespace_);
   v.data_ = std::move(d);
   return v;
 }
 Value Value::name_space(std::shared_ptr<Dict> d) {
   Value v;
   v.kind_ = Kind::kNamespace;
+  measure(d->items(), second, v.depth_, v.has_namespace_);
+  if (v.has_namespace_) fail("a namespace cannot hold another namespace");
+  v.has_namespace_ = true;
   v.data_ = std::move(d);
   return v;
 }
@@ -113,7 +146,7 @@ double Value::as_double() const {
 }
 const std::string& Value::as_string() const {
   if (kind_ != Kind::kString) wrong_kind(*this, "a string");
-  return std::get<std::string>(data_);
+  return *std::get<std::shared_ptr<const std::string>>(data_);
 }
 const ValueList& Value::as_list() const {
   if (kind_ != Kind::kList) wrong_kind(*this, "a list");
@@ -341,8 +374,11 @@ namespace {
 
 // One conversion for both nlohmann flavours (sorted and insertion-ordered objects).
 template <class J>
-Value from_json_impl(const J& j) {
+Value from_json_impl(const J& j, int depth = 0) {
   using value_t = typename J::value_t;
+  if (depth >= kMaxValueDepth)  // checked before recursing: the walk itself must stay shallow
+    fail(fmt::format("a JSON value in the context nests deeper than {} levels (kMaxValueDepth)",
+                     kMaxValueDepth));
   switch (j.type()) {
     case value_t::null:
       return Value::none();
@@ -361,12 +397,12 @@ Value from_json_impl(const J& j) {
       return Value::string(j.template get<std::string>());
     case value_t::array: {
       ValueList items;
-      for (const auto& item : j) items.push_back(from_json_impl(item));
+      for (const auto& item : j) items.push_back(from_json_impl(item, depth + 1));
       return Value::list(std::move(items));
     }
     case value_t::object: {
       auto d = std::make_shared<Dict>();
-      for (const auto& [k, v] : j.items()) d->set(k, from_json_impl(v));
+      for (const auto& [k, v] : j.items()) d->set(k, from_json_impl(v, depth + 1));
       return Value::dict(std::move(d));
     }
     default:

@@ -26,6 +26,16 @@ class RenderError : public std::runtime_error {
 };
 [[noreturn]] void fail(const std::string& message);
 
+// Limits on values (issue 13; docs/reliability.md). Containers record their nesting depth, so
+// the recursive walks (repr, tojson, ==, destruction) stay shallow: a list nested 100,000 deep
+// by a loop crashed tojson. A namespace may not hold another namespace, directly or inside a
+// list or dict, which also keeps a namespace from containing itself.
+constexpr int kMaxValueDepth = 512;                   // > kMaxJsonDepth, so any parsed JSON fits
+constexpr size_t kMaxStringBytes = size_t{64} << 20;  // one string value (= the output limit)
+constexpr size_t kMaxListItems = size_t{1} << 20;     // lists built by `*` and `+`
+// Fails "a string of N bytes exceeds the limit of kMaxStringBytes" when bytes is larger.
+void check_string_bytes(size_t bytes);
+
 class Value;
 using ValueList = std::vector<Value>;
 
@@ -36,7 +46,7 @@ class Dict {
   const Value* find(const std::string& key) const;
   void set(const std::string& key, Value value);
   const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
-  size_t size() const { return items_.size(); }
+  size_t size() const;  // out of line: Value is incomplete here (clang rejects it inline)
 
  private:
   std::vector<std::pair<std::string, Value>> items_;
@@ -90,6 +100,10 @@ class Value {
   bool is_number() const { return is_int() || kind_ == Kind::kFloat; }
   bool is_tuple() const { return is_tuple_; }
   bool is_namespace() const { return kind_ == Kind::kNamespace; }
+  // Containers: 1 + the deepest element (at creation); scalars 0.
+  int depth() const { return depth_; }
+  // True for a namespace and for containers holding one.
+  bool has_namespace() const { return has_namespace_; }
 
   // Accessors; each requires the matching kind (checked).
   bool as_bool() const;
@@ -113,8 +127,12 @@ class Value {
  private:
   Kind kind_ = Kind::kUndefined;
   bool is_tuple_ = false;
-  std::variant<std::monostate, bool, int64_t, double, std::string, std::shared_ptr<const ValueList>,
-               std::shared_ptr<const Dict>, std::shared_ptr<Dict>,
+  bool has_namespace_ = false;
+  uint16_t depth_ = 0;
+  // Strings are shared like lists: copying a value never copies its text (a list of 60
+  // copies of a 60 MB string took 3.6 GB before).
+  std::variant<std::monostate, bool, int64_t, double, std::shared_ptr<const std::string>,
+               std::shared_ptr<const ValueList>, std::shared_ptr<const Dict>, std::shared_ptr<Dict>,
                std::shared_ptr<const NativeFunction>>
       data_;
   std::string text_;  // Undefined: its hint; callable: its name

@@ -9,6 +9,7 @@
 #include "lmstack/core/error.h"
 #include "lmstack/core/json.h"
 #include "lmstack/tokenizer/byte_level.h"
+#include "lmstack/tokenizer/token_ids.h"
 #include "lmstack/tokenizer/tokenizer_impl.h"
 
 namespace lmstack::tokenizer {
@@ -219,7 +220,7 @@ void parse_bpe_model(const Json& model, const std::string& src, TokenizerImpl& t
     std::string bytes = token;
     if (t.byte_level)  // characters outside the alphabet stay as they are (HF does the same)
       bytes = byte_level_decode(token).value_or(token);
-    t.bpe.add_token(id.get<int32_t>(), bytes, where + ".vocab");
+    t.bpe.add_token(checked_token_id(id.get<int64_t>(), where + ".vocab"), bytes, where + ".vocab");
   }
   if (!model.contains("merges"))  // `tokenizers` refuses it too ("Missing vocab/merges")
     throw_error<FormatError>("{}: missing 'merges' (a BPE model needs its merge list)", where);
@@ -281,8 +282,9 @@ std::shared_ptr<TokenizerImpl> build_hf_json(std::string_view text, const std::s
   for (size_t i = 0; i < added.size(); ++i) {
     const std::string where = fmt::format("{}: added_tokens[{}]", src, i);
     t->added.push_back({require<std::string>(added[i], "content", where),
-                        require<int32_t>(added[i], "id", where), added[i].value("special", false),
-                        added[i].value("lstrip", false), added[i].value("rstrip", false)});
+                        checked_token_id(require<int64_t>(added[i], "id", where), where),
+                        added[i].value("special", false), added[i].value("lstrip", false),
+                        added[i].value("rstrip", false)});
   }
   parse_post_processor(j.value("post_processor", Json()), *t);
   t->finalize();

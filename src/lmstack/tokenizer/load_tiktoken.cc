@@ -7,6 +7,7 @@
 #include "lmstack/core/json.h"
 #include "lmstack/tokenizer/byte_level.h"
 #include "lmstack/tokenizer/encodings.h"
+#include "lmstack/tokenizer/token_ids.h"
 #include "lmstack/tokenizer/tokenizer_impl.h"
 
 namespace lmstack::tokenizer {
@@ -120,7 +121,7 @@ std::shared_ptr<TokenizerImpl> build_gpt2(std::string_view encoder_json, std::st
   for (const auto& [key, value] : j.items()) {
     if (!value.is_number_integer())
       throw_error<FormatError>("{}: token '{}' has a non-integer id", enc_src, key);
-    const int32_t id = value.get<int32_t>();
+    const int32_t id = checked_token_id(value.get<int64_t>(), enc_src + ": token '" + key + "'");
     bool special = false;
     for (const auto& [content, sid] : preset.special_tokens) special |= content == key;
     if (special) continue;

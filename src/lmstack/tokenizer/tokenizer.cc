@@ -6,6 +6,7 @@
 
 #include "lmstack/core/error.h"
 #include "lmstack/core/thread_pool.h"
+#include "lmstack/tokenizer/token_ids.h"
 #include "lmstack/tokenizer/tokenizer_impl.h"
 #include "lmstack/tokenizer/unicode.h"
 
@@ -35,7 +36,8 @@ void TokenizerImpl::finalize() {
     return a.content.size() > b.content.size();  // longest match first
   });
   int32_t max_id = bpe.max_id();
-  for (const AddedToken& t : added) max_id = std::max(max_id, t.id);
+  for (const AddedToken& t : added) max_id = std::max(max_id, checked_token_id(t.id, name));
+  check_token_id_density(max_id, bpe.num_tokens() + added.size(), name);
   vocab_size = max_id + 1;
   kinds.assign(vocab_size, TokenKind::kUnused);
   decode_span.assign(vocab_size, {0, 0});
@@ -58,6 +60,13 @@ void TokenizerImpl::finalize() {
   added_first_byte.fill(false);
   for (const AddedToken& t : added) {
     if (t.content.empty()) throw_error<FormatError>("{}: added token {} is empty", name, t.id);
+    if (kinds[t.id] == TokenKind::kSpecial || kinds[t.id] == TokenKind::kAdded) {
+      const std::string_view before =
+          std::string_view(decode_arena).substr(decode_span[t.id].first, decode_span[t.id].second);
+      if (before != t.content)
+        throw_error<FormatError>("{}: added tokens '{}' and '{}' share the id {}", name, before,
+                                 t.content, t.id);
+    }
     kinds[t.id] = t.special ? TokenKind::kSpecial : TokenKind::kAdded;
     decode_span[t.id] = {static_cast<uint32_t>(decode_arena.size()),
                          static_cast<uint32_t>(t.content.size())};

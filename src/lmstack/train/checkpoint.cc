@@ -104,13 +104,7 @@ std::optional<std::string> latest_checkpoint(const std::string& out_dir) {
 
 TrainerState read_trainer_state(const std::string& checkpoint_dir) {
   const std::string path = path_join(checkpoint_dir, "trainer_state.json");
-  const Json j = read_json_file(path);
-  TrainerState s;
-  s.step = require<int64_t>(j, "step", path);
-  s.windows_served = require<uint64_t>(j, "windows_served", path);
-  s.seed = require<uint64_t>(j, "seed", path);
-  s.settings = require<Json>(j, "settings", path);
-  return s;
+  return parse_trainer_state(read_file(path), path);
 }
 
 void load_optimizer_state(const std::string& checkpoint_dir, const TrainModel& model, AdamW& opt) {

@@ -16,16 +16,10 @@
 #include "lmstack/core/json.h"
 #include "lmstack/model/model_dir.h"
 #include "lmstack/train/adamw.h"
+#include "lmstack/train/checkpoint_state.h"
 #include "lmstack/train/model_train.h"
 
 namespace lmstack::train {
-
-struct TrainerState {
-  int64_t step = 0;             // optimizer steps completed
-  uint64_t windows_served = 0;  // data position (TokenLoader)
-  uint64_t seed = 0;            // seed of the data order (the only randomness of a step)
-  Json settings;                // what a resume must match (Trainer fills it)
-};
 
 // Writes a checkpoint of `model`, `opt` and `state` under out_dir and points `latest` at it;
 // `files` are the tokenizer/generation files to copy. Keeps the newest `keep` checkpoints
