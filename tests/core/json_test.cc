@@ -76,5 +76,29 @@ TEST(JsonDepth, FileReadsNameThePath) {
   }
 }
 
+// The config fuzzer's finding: nlohmann casts an out-of-range number to an integer (1.3e31 as
+// int is undefined behaviour, 2^40 wraps). require<T> refuses it naming the field.
+TEST(JsonRequire, IntegersOutsideTheTypeAreConfigErrors) {
+  const Json j =
+      parse_json(R"({"big": 1.3e31, "wrap": 1099511627776, "neg": -1, "ok": 2147483647, "f": 7.0})",
+                 "config.json");
+  for (const char* key : {"big", "wrap"}) {
+    try {
+      require<int>(j, key, "config.json");
+      ADD_FAILURE() << key << " accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("config.json: field '") + key + "'"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_THROW(require<uint32_t>(j, "neg", "config.json"), ConfigError);
+  EXPECT_EQ(require<int>(j, "ok", "config.json"), 2147483647);
+  EXPECT_EQ(require<int64_t>(j, "wrap", "config.json"), int64_t(1) << 40);
+  EXPECT_EQ(require<int>(j, "neg", "config.json"), -1);
+  EXPECT_EQ(require<int>(j, "f", "config.json"), 7);
+  EXPECT_EQ(require<double>(j, "big", "config.json"), 1.3e31);
+}
+
 }  // namespace
 }  // namespace lmstack
