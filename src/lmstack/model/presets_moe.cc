@@ -7,24 +7,9 @@
 namespace lmstack::model::detail {
 namespace {
 
-Json base(const char* cls, int vocab, int hidden, int inter, int layers, int heads, int kv_heads,
-          int max_pos, double theta, double eps) {
-  return {{"architectures", Json::array({cls})},
-          {"vocab_size", vocab},
-          {"hidden_size", hidden},
-          {"intermediate_size", inter},
-          {"num_hidden_layers", layers},
-          {"num_attention_heads", heads},
-          {"num_key_value_heads", kv_heads},
-          {"max_position_embeddings", max_pos},
-          {"rope_theta", theta},
-          {"rms_norm_eps", eps},
-          {"tie_word_embeddings", false},
-          {"hidden_act", "silu"}};
-}
-
 Json mixtral(int vocab, int hidden, int inter, int layers, int heads, int kv, int experts, int k) {
-  Json j = base("MixtralForCausalLM", vocab, hidden, inter, layers, heads, kv, 32768, 1e6, 1e-5);
+  Json j = llama_like("MixtralForCausalLM", vocab, hidden, inter, layers, heads, kv, 32768, 1e6,
+                      1e-5, false);
   j["num_local_experts"] = experts;
   j["num_experts_per_tok"] = k;
   j["sliding_window"] = nullptr;
@@ -33,7 +18,7 @@ Json mixtral(int vocab, int hidden, int inter, int layers, int heads, int kv, in
 
 Json qwen_moe(const char* cls, int vocab, int hidden, int inter, int layers, int heads, int kv,
               int experts, int k, int moe_inter, int shared_inter) {
-  Json j = base(cls, vocab, hidden, inter, layers, heads, kv, 8192, 1e6, 1e-6);
+  Json j = llama_like(cls, vocab, hidden, inter, layers, heads, kv, 8192, 1e6, 1e-6, false);
   j["num_experts"] = experts;
   j["num_experts_per_tok"] = k;
   j["moe_intermediate_size"] = moe_inter;
@@ -50,7 +35,8 @@ struct DeepSeekShape {
 };
 
 Json deepseek(const char* cls, const DeepSeekShape& d) {
-  Json j = base(cls, d.vocab, d.hidden, d.inter, d.layers, d.heads, d.heads, 4096, 10000.0, 1e-6);
+  Json j = llama_like(cls, d.vocab, d.hidden, d.inter, d.layers, d.heads, d.heads, 4096, 10000.0,
+                      1e-6, false);
   j["moe_intermediate_size"] = d.moe_inter;
   j["n_routed_experts"] = d.experts;
   j["n_shared_experts"] = d.shared;
