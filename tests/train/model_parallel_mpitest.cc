@@ -20,25 +20,11 @@ namespace {
 using test_fixtures::losses_of;
 using test_fixtures::make_data;
 
-// An 8-layer tiny llama (random init, seed 5), so that pp 4 x 2 chunks has a layer per chunk.
-const std::string& deep_config() {
-  static const std::string path = [] {
-    const std::string p = path_join(test::temp_dir("mpmpi_config"), "config.json");
-    write_file_atomic(p, R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
-      "vocab_size": 320, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 8,
-      "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64,
-      "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "hidden_act": "silu",
-      "tie_word_embeddings": false, "torch_dtype": "float32"})");
-    return p;
-  }();
-  return path;
-}
-
 std::string train_args(const std::string& data, const std::string& out) {
   return fmt::format(
       "train --init-config {} --data {} --out {} --steps 10 --batch 4 --seq 16 --grad-accum 4 "
       "--lr 3e-3 --warmup 2 --seed 5 --threads 1 --log {}/log.jsonl",
-      deep_config(), data, out, out);
+      test_fixtures::deep_llama_config(), data, out, out);
 }
 
 const std::string& data_dir() {
@@ -81,8 +67,9 @@ TEST_P(MpiModelParallel, MatchesOneProcess) {
   for (size_t i = 0; i < want.size(); ++i)
     EXPECT_NEAR(have[i], want[i], 2e-5 * want[i]) << l.name << " step " << i + 1;
   // The groups printed at start equal calc train's for the same layout.
-  const std::string calc_cmd = fmt::format("{} calc train {} --tokens 1e9 --gpus 4 {}",
-                                           test::lmstack_binary(), deep_config(), l.mesh);
+  const std::string calc_cmd =
+      fmt::format("{} calc train {} --tokens 1e9 --gpus 4 {}", test::lmstack_binary(),
+                  test_fixtures::deep_llama_config(), l.mesh);
   std::string calc_out;
   ASSERT_EQ(test::run_command(calc_cmd, &calc_out), 0) << calc_cmd << "\n" << calc_out;
   for (const char* kind : {"tp", "dp", "pp"}) {

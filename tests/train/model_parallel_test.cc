@@ -146,25 +146,9 @@ TEST(ModelParallelConfig, RefusesWhatItDoesNotSplit) {
   }
 }
 
-// An 8-layer llama for the pipeline layouts (random init, seed 5, written by each run; the
-// vocabulary holds init-model's 259-token byte-level tokenizer and divides by 2 and 4).
-std::string deep_config() {
-  static const std::string path = [] {
-    const std::string dir = test::temp_dir("mp_config");
-    const std::string p = path_join(dir, "config.json");
-    write_file_atomic(p, R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
-      "vocab_size": 320, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 8,
-      "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64,
-      "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "hidden_act": "silu",
-      "tie_word_embeddings": false, "torch_dtype": "float32"})");
-    return p;
-  }();
-  return path;
-}
-
 TrainConfig mp_config(const std::string& data, const std::string& out) {
   TrainConfig c;
-  c.init_config = deep_config();
+  c.init_config = test_fixtures::deep_llama_config();
   c.data_dir = data;
   c.out_dir = out;
   c.steps = 10;

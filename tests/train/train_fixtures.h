@@ -59,4 +59,20 @@ inline std::vector<double> losses_of(const std::string& log) {
   return out;
 }
 
+// An 8-layer tiny llama config for the pipeline layouts (random init; the vocabulary holds
+// init-model's 259-token byte-level tokenizer and divides by 2 and 4, and pp 4 x 2 chunks has
+// a layer per chunk). Written once per process; returns its path.
+inline const std::string& deep_llama_config() {
+  static const std::string path = [] {
+    const std::string p = path_join(test::temp_dir("mp_config"), "config.json");
+    write_file_atomic(p, R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+      "vocab_size": 320, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 8,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64,
+      "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "hidden_act": "silu",
+      "tie_word_embeddings": false, "torch_dtype": "float32"})");
+    return p;
+  }();
+  return path;
+}
+
 }  // namespace lmstack::train::test_fixtures
