@@ -9,7 +9,8 @@
 # FUZZ_JOBS=N runs N processes (libFuzzer -fork); extra arguments go to libFuzzer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-targets=$(ls fuzz/corpus)
+# A target is a corpus folder (fuzz/corpus/README.md describes them and is not one).
+targets=$(find fuzz/corpus -mindepth 1 -maxdepth 1 -type d -printf "%f\n" | sort)
 if [ "${1:-}" = "--list" ]; then echo "$targets"; exit 0; fi
 if [ $# -lt 2 ]; then
   echo "usage: scripts/fuzz.sh TARGET SECONDS [libFuzzer args]  (targets: $(echo $targets))" >&2
