@@ -80,6 +80,32 @@ TEST(TrainerTest, ResumeWithOtherSettingsSaysWhatDiffers) {
   }
 }
 
+// A trainer_state.json whose world_size is not a number was an "internal error" (nlohmann's
+// type_error escaped, issue 13); it is a ConfigError naming the file and the field.
+TEST(TrainerTest, ResumeFromAMistypedLayoutFieldNamesIt) {
+  const std::string data = make_data("trainer_mistyped_data");
+  ThreadPool pool(2);
+  TrainConfig c = tiny_config(data, test::temp_dir("trainer_mistyped"));
+  c.steps = 2;
+  run_training(c, pool);
+  const auto latest = latest_checkpoint(c.out_dir);
+  ASSERT_TRUE(latest.has_value());
+  const std::string state = path_join(*latest, "trainer_state.json");
+  Json j = read_json_file(state);
+  j["world_size"] = "two";
+  write_file_atomic(state, j.dump());
+  c.resume = true;
+  c.steps = 4;
+  try {
+    run_training(c, pool);
+    FAIL() << "a string world_size was accepted";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("trainer_state.json"), std::string::npos) << what;
+    EXPECT_NE(what.find("'world_size'"), std::string::npos) << what;
+  }
+}
+
 TEST(TrainerTest, NanLossStopsAndKeepsTheLastCheckpoint) {
   const std::string data = make_data("trainer_nan_data");
   ThreadPool pool(2);

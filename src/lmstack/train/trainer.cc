@@ -34,7 +34,8 @@ model::ModelDir init_from_scratch(const TrainConfig& tc, const DataManifest& dat
                                   dist::Comm& comm) {
   Json cfg = !tc.init_preset.empty() ? model::find_model_preset(tc.init_preset, "").config
                                      : read_json_file(tc.init_config);
-  const int64_t vocab = cfg.value("vocab_size", int64_t{0});
+  const int64_t vocab = optional<int64_t>(cfg, "vocab_size", 0,
+                                          tc.init_preset.empty() ? tc.init_config : tc.init_preset);
   if (vocab < data.vocab_size) cfg["vocab_size"] = data.vocab_size;
   cfg["torch_dtype"] = "float32";
   model::InitModelOptions o;
@@ -368,9 +369,10 @@ void setup_optimizer(Run& r, const std::optional<std::string>& ckpt) {
 
 // True when `dir` was written by another layout (world size, ZeRO stage) than this run's.
 bool layout_differs(const std::string& dir, const Run& r) {
-  const Json j = read_json_file(path_join(dir, "trainer_state.json"));
-  return j.value("world_size", 1) != r.comm->size() ||
-         j.value("zero", 0) != (r.dp ? r.dp->zero() : 0);
+  const std::string path = path_join(dir, "trainer_state.json");
+  const Json j = read_json_file(path);
+  return optional<int>(j, "world_size", 1, path) != r.comm->size() ||
+         optional<int>(j, "zero", 0, path) != (r.dp ? r.dp->zero() : 0);
 }
 
 }  // namespace
