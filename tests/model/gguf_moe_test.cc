@@ -5,8 +5,9 @@
 // scale, as moe_compat_test.cc) and its 32 greedy tokens. lmstack convert of the same
 // checkpoints writes the golden's keys, tensor names, shapes and types (bf16: the same bytes),
 // and loads back to the directory's logits exactly (f32). Q8_0 experts (3-D quantized stacks)
-// stay within the quantized tolerance of gguf_convert_test.cc. Keys lmstack does not run and
-// YaRN are refused by name.
+// match gguf-py's blocks and stay within moe_quantize_test.cc's Q8_0 bound. Older DeepSeek
+// files with a whole attn_kv_b load to the same logits. Keys lmstack does not run and YaRN are
+// refused by name.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -153,6 +154,37 @@ TEST(GgufMoeQuantized, Q8_0ExpertsMatchGgufPyAndStayCloseToF32) {
   expect_same_tensors(GgufFile(path), GgufFile(golden("mixtral_q8_0")));
   const ModelDir mine = load_model_dir(path);
   EXPECT_EQ(logits_of(mine.config, mine.weights, prompt), got);
+}
+
+// DeepSeek files written before llama.cpp split kv_b_proj (2025): attn_kv_b whole, and
+// key_length / value_length the per-head dims with head_count_kv = heads. The same model as
+// the split golden, so the same logits.
+TEST(GgufMoeMla, FilesWithTheWholeKvBLoadToo) {
+  const GgufFile f(golden("deepseek_v3_bf16"));
+  const ModelDir hf = load_model_dir(case_dir("deepseek_v3") + "/tf5_bf16");
+  const ModelConfig& c = hf.config;
+  GgufWriter w;
+  for (const auto& [k, v] : f.metadata())
+    if (k.find("_mla") == std::string::npos) w.set(k, v);
+  w.set("deepseek2.attention.head_count_kv", GgufValue::u32(c.num_heads));
+  w.set("deepseek2.attention.key_length", GgufValue::u32(c.mla.qk_head_dim()));
+  w.set("deepseek2.attention.value_length", GgufValue::u32(c.mla.v_head_dim));
+  for (const GgufTensorInfo& t : f.tensors())
+    if (t.name.find("attn_k_b") == std::string::npos &&
+        t.name.find("attn_v_b") == std::string::npos)
+      w.add_tensor(t.name, f.tensor(t.name));
+  for (int i = 0; i < c.num_layers; ++i)
+    w.add_tensor("blk." + std::to_string(i) + ".attn_kv_b.weight",
+                 hf.weights.layers[static_cast<size_t>(i)].mla->kv_b);
+  const std::string path = test::temp_dir("gguf_moe_kvb") + "/old.gguf";
+  w.write(path);
+  const ModelDir old = load_model_dir(path), split = load_model_dir(golden("deepseek_v3_bf16"));
+  EXPECT_EQ(old.config.to_json(), split.config.to_json());
+  EXPECT_EQ(old.weights.layers[1].mla->kv_b.dtype(), DType::kBF16);  // viewed, not rebuilt
+  const std::vector<int32_t> prompt = prompt_of("deepseek_v3");
+  const std::vector<float> want = logits_of(split.config, split.weights, prompt);
+  EXPECT_TRUE(
+      test::all_close(logits_of(old.config, old.weights, prompt), want, 0, 1e-5 * max_abs(want)));
 }
 
 // The golden with one key added (and every tensor kept).
