@@ -9,7 +9,7 @@
 #include <iterator>
 #include <set>
 
-#include "lmstack/model/gguf_model.h"
+#include "lmstack/model/gguf_internal.h"
 #include "lmstack/model/weights_internal.h"
 
 namespace lmstack::model {
@@ -29,7 +29,8 @@ const GgufArch& find_arch(const GgufFile& f) {
   for (const GgufArch& a : kGgufArchs)
     if (name == a.gguf_name) return a;
   throw_error<ConfigError>(
-      "{}: general.architecture '{}' is not supported (supported: llama, qwen2, qwen3, gpt2)",
+      "{}: general.architecture '{}' is not supported (supported: llama, qwen2, qwen3, gpt2, "
+      "qwen2moe, qwen3moe, deepseek2)",
       f.path(), name);
 }
 
@@ -111,12 +112,15 @@ int64_t vocab_rows(const GgufFile& f) {
 }  // namespace
 
 ModelConfig gguf_model_config(const GgufFile& f) {
-  const GgufArch& arch = find_arch(f);
-  const std::string a = arch.gguf_name;
-  Json j = {{"architectures", {arch.class_name}}, {"torch_dtype", torch_dtype_of(f)}};
+  const bool moe = gguf_detail::is_moe_gguf(f);  // names its class in moe_config_fields
+  const std::string a = moe ? f.get_string("general.architecture") : find_arch(f).gguf_name;
+  Json j = {{"torch_dtype", torch_dtype_of(f)}};
+  if (!moe) j["architectures"] = {find_arch(f).class_name};
   j["vocab_size"] = vocab_rows(f);
   j["tie_word_embeddings"] = !f.has_tensor("output.weight");
-  if (a == "gpt2")
+  if (moe)
+    gguf_detail::moe_config_fields(f, j);
+  else if (a == "gpt2")
     gpt2_fields(f, a, j);
   else
     llama_fields(f, a, j);
@@ -126,7 +130,7 @@ ModelConfig gguf_model_config(const GgufFile& f) {
     j["eos_token_id"] = f.get_int("tokenizer.ggml.eos_token_id");
   ModelConfig c = ModelConfig::from_json(j, f.path());
   read_sliding_window(f, a, c);
-  if (c.arch == Arch::kLlama) {  // llama.cpp's llama takes optional biases
+  if (c.arch == Arch::kLlama || c.arch == Arch::kMixtral) {  // llama.cpp's llama: optional biases
     c.qkv_bias = f.has_tensor("blk.0.attn_q.bias");
     c.o_bias = f.has_tensor("blk.0.attn_output.bias");
   }
@@ -141,57 +145,44 @@ ModelConfig gguf_model_config(const GgufFile& f) {
   return c;
 }
 
-namespace {
+namespace gguf_detail {
 
-// Fetches tensors by GGUF name, checking shape and type, and remembers which were used.
-class TensorSource {
- public:
-  explicit TensorSource(const GgufFile& f) : f_(f) {}
-  Tensor matrix(const std::string& name, const Shape& shape) {
-    Tensor t = fetch(name, shape);
-    if (t.rank() != 2) throw_error<FormatError>("{}: tensor '{}' is not a matrix", f_.path(), name);
-    return t;
-  }
-  Tensor small(const std::string& name, const Shape& shape) {
-    Tensor t = fetch(name, shape);
-    if (is_quantized(t.dtype()))
-      throw_error<FormatError>("{}: tensor '{}' is {}; norms and biases must be float", f_.path(),
-                               name, dtype_name(t.dtype()));
-    return t.dtype() == DType::kF32
-               ? t
-               : detail::convert_float(t, DType::kF32, MemoryCategory::kWeights);
-  }
-  bool has(const std::string& name) const { return f_.has_tensor(name); }
-  void mark_used(const std::string& name) { used_.insert(name); }
-  // FormatError for a tensor nothing asked for (a deeper model or another architecture).
-  void check_all_used(const std::string& arch) const {
-    for (const GgufTensorInfo& t : f_.tensors())
-      if (!used_.count(t.name))
-        throw_error<FormatError>("{}: tensor '{}' is not part of a {} model with this config",
-                                 f_.path(), t.name, arch);
-  }
+Tensor TensorSource::matrix(const std::string& name, const Shape& shape) {
+  Tensor t = fetch(name, shape);
+  if (t.rank() != 2) throw_error<FormatError>("{}: tensor '{}' is not a matrix", f_.path(), name);
+  return t;
+}
 
- private:
-  Tensor fetch(const std::string& name, const Shape& shape) {
-    if (!f_.has_tensor(name)) throw_error<FormatError>("{}: missing tensor '{}'", f_.path(), name);
-    const Shape got = f_.tensor_info(name).shape();
-    if (!(got == shape))
-      throw_error<FormatError>(
-          "{}: tensor '{}' has shape {} (ne reversed) but the metadata implies {}", f_.path(), name,
-          got.str(), shape.str());
-    used_.insert(name);
-    return f_.tensor(name);
-  }
-  const GgufFile& f_;
-  std::set<std::string> used_;
-};
+Tensor TensorSource::small(const std::string& name, const Shape& shape) {
+  Tensor t = fetch(name, shape);
+  if (is_quantized(t.dtype()))
+    throw_error<FormatError>("{}: tensor '{}' is {}; norms, biases and routers must be float",
+                             f_.path(), name, dtype_name(t.dtype()));
+  return t.dtype() == DType::kF32 ? t
+                                  : detail::convert_float(t, DType::kF32, MemoryCategory::kWeights);
+}
 
-std::string blk(int i, const char* suffix) { return "blk." + std::to_string(i) + "." + suffix; }
+void TensorSource::check_all_used(const std::string& arch) const {
+  for (const GgufTensorInfo& t : f_.tensors())
+    if (!used_.count(t.name))
+      throw_error<FormatError>("{}: tensor '{}' is not part of a {} model with this config",
+                               f_.path(), t.name, arch);
+}
 
-void load_llama_layer(const ModelConfig& c, TensorSource& src, int i, bool permuted,
-                      LayerWeights& l) {
-  const int64_t C = c.hidden_size, F = c.intermediate_size, Q = c.q_dim(), KV = c.kv_dim();
-  l.attn_norm = src.small(blk(i, "attn_norm.weight"), Shape{C});
+Tensor TensorSource::fetch(const std::string& name, const Shape& shape) {
+  if (!f_.has_tensor(name)) throw_error<FormatError>("{}: missing tensor '{}'", f_.path(), name);
+  const Shape got = f_.tensor_info(name).shape();
+  if (!(got == shape))
+    throw_error<FormatError>(
+        "{}: tensor '{}' has shape {} (ne reversed) but the metadata implies {}", f_.path(), name,
+        got.str(), shape.str());
+  used_.insert(name);
+  return f_.tensor(name);
+}
+
+void load_llama_attention(const ModelConfig& c, TensorSource& src, int i, bool permuted,
+                          LayerWeights& l) {
+  const int64_t C = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim();
   l.wq = src.matrix(blk(i, "attn_q.weight"), Shape{Q, C});
   l.wk = src.matrix(blk(i, "attn_k.weight"), Shape{KV, C});
   l.wv = src.matrix(blk(i, "attn_v.weight"), Shape{KV, C});
@@ -212,10 +203,33 @@ void load_llama_layer(const ModelConfig& c, TensorSource& src, int i, bool permu
     if (l.bq.defined()) l.bq = detail::permute_rope_rows(l.bq, c.num_heads, true);
     if (l.bk.defined()) l.bk = detail::permute_rope_rows(l.bk, c.num_kv_heads, true);
   }
-  l.mlp_norm = src.small(blk(i, "ffn_norm.weight"), Shape{C});
+}
+
+void load_dense_mlp(const ModelConfig& c, TensorSource& src, int i, int64_t F, LayerWeights& l) {
+  const int64_t C = c.hidden_size;
   l.w_gate = src.matrix(blk(i, "ffn_gate.weight"), Shape{F, C});
   l.w_up = src.matrix(blk(i, "ffn_up.weight"), Shape{F, C});
   l.w_down = src.matrix(blk(i, "ffn_down.weight"), Shape{C, F});
+}
+
+}  // namespace gguf_detail
+
+namespace {
+
+using gguf_detail::blk;
+using gguf_detail::TensorSource;
+
+void load_llama_layer(const ModelConfig& c, TensorSource& src, int i, bool permuted,
+                      LayerWeights& l) {
+  const int64_t C = c.hidden_size;
+  l.attn_norm = src.small(blk(i, "attn_norm.weight"), Shape{C});
+  if (c.moe.enabled() || c.mla.enabled()) {
+    gguf_detail::load_moe_mla_layer(c, src, i, permuted, l);
+  } else {
+    gguf_detail::load_llama_attention(c, src, i, permuted, l);
+    l.mlp_norm = src.small(blk(i, "ffn_norm.weight"), Shape{C});
+    gguf_detail::load_dense_mlp(c, src, i, c.intermediate_size, l);
+  }
 }
 
 void load_gpt2_layer(const ModelConfig& c, TensorSource& src, int i, LayerWeights& l) {

@@ -8,7 +8,7 @@
 #include "lmstack/core/log.h"
 #include "lmstack/core/thread_pool.h"
 #include "lmstack/kernels/quant.h"
-#include "lmstack/model/gguf_model.h"
+#include "lmstack/model/gguf_internal.h"
 #include "lmstack/model/gguf_tokenizer_keys.h"
 #include "lmstack/model/weights_internal.h"
 
@@ -108,37 +108,31 @@ void write_config_keys(GgufWriter& w, const ModelConfig& c, const GgufWriteOptio
   write_sliding_window(w, a, c);
 }
 
-// Converts matrices to the requested type (any float or quantized source, through f32 rows).
-class MatrixConverter {
- public:
-  MatrixConverter(DType target, int threads) : target_(target), pool_(threads) {}
-  Tensor operator()(const Tensor& t, const std::string& name) {
-    DType to = target_;
-    const int64_t k = t.dim(1);
-    if (k % dtype_info(to).block_size != 0) {
-      to = k % dtype_info(DType::kQ8_0).block_size == 0 ? DType::kQ8_0 : DType::kF16;
-      log_warn("convert: {} rows of {} are not whole {} blocks; stored as {}", name, k,
-               dtype_name(target_), dtype_name(to));
-    }
-    if (t.dtype() == to) return t;
-    std::vector<float> f32(static_cast<size_t>(t.numel()));
-    kernels::dequantize_rows(t, 0, t.dim(0), f32.data());
-    if (is_quantized(to)) return kernels::quantize_matrix(pool_, f32.data(), t.dim(0), k, to);
-    return detail::convert_float(Tensor::from_f32(t.shape(), f32, MemoryCategory::kBuffers), to,
-                                 MemoryCategory::kBuffers);
-  }
+}  // namespace
 
- private:
-  DType target_;
-  ThreadPool pool_;
-};
+namespace gguf_detail {
+
+Tensor MatrixConverter::operator()(const Tensor& t, const std::string& name) {
+  DType to = target_;
+  const int64_t k = t.dim(1);
+  if (k % dtype_info(to).block_size != 0) {
+    to = k % dtype_info(DType::kQ8_0).block_size == 0 ? DType::kQ8_0 : DType::kF16;
+    log_warn("convert: {} rows of {} are not whole {} blocks; stored as {}", name, k,
+             dtype_name(target_), dtype_name(to));
+  }
+  if (t.dtype() == to) return t;
+  std::vector<float> f32(static_cast<size_t>(t.numel()));
+  kernels::dequantize_rows(t, 0, t.dim(0), f32.data());
+  if (is_quantized(to)) return kernels::quantize_matrix(pool_, f32.data(), t.dim(0), k, to);
+  return detail::convert_float(Tensor::from_f32(t.shape(), f32, MemoryCategory::kBuffers), to,
+                               MemoryCategory::kBuffers);
+}
 
 Tensor as_f32(const Tensor& t) {
   return t.dtype() == DType::kF32 ? t
                                   : detail::convert_float(t, DType::kF32, MemoryCategory::kBuffers);
 }
 
-// Rows of same-typed tensors stacked into one (GPT-2's attn_qkv and its bias).
 Tensor concat_rows(const std::vector<Tensor>& parts) {
   int64_t rows = 0;
   for (const Tensor& p : parts) rows += p.dim(0);
@@ -153,23 +147,12 @@ Tensor concat_rows(const std::vector<Tensor>& parts) {
   return out;
 }
 
-bool is_gguf_matrix_dtype(DType t) {
-  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K,
-                  DType::kQ6_K})
-    if (t == d) return true;
-  return false;
-}
-
-std::string blk(int i, const char* suffix) { return "blk." + std::to_string(i) + "." + suffix; }
-
-void add_llama_layer(GgufWriter& w, MatrixConverter& conv, const ModelConfig& c, int i,
-                     const LayerWeights& l) {
-  const bool permute = gguf_arch_name(c.arch) == std::string("llama");
+void add_llama_attention(GgufWriter& w, MatrixConverter& conv, const ModelConfig& c, int i,
+                         const LayerWeights& l, bool permute) {
   auto qk = [&](const Tensor& t, int heads) {
     return permute ? detail::permute_rope_rows(t, heads, false) : t;
   };
   auto mat = [&](const char* s, const Tensor& t) { w.add_tensor(blk(i, s), conv(t, blk(i, s))); };
-  w.add_tensor(blk(i, "attn_norm.weight"), as_f32(l.attn_norm));
   w.add_tensor(blk(i, "attn_q.weight"), qk(conv(l.wq, blk(i, "attn_q.weight")), c.num_heads));
   w.add_tensor(blk(i, "attn_k.weight"), qk(conv(l.wk, blk(i, "attn_k.weight")), c.num_kv_heads));
   mat("attn_v.weight", l.wv);
@@ -184,6 +167,34 @@ void add_llama_layer(GgufWriter& w, MatrixConverter& conv, const ModelConfig& c,
     w.add_tensor(blk(i, "attn_q_norm.weight"), as_f32(l.q_norm));
     w.add_tensor(blk(i, "attn_k_norm.weight"), as_f32(l.k_norm));
   }
+}
+
+}  // namespace gguf_detail
+
+namespace {
+
+using gguf_detail::as_f32;
+using gguf_detail::blk;
+using gguf_detail::concat_rows;
+using gguf_detail::MatrixConverter;
+
+bool is_gguf_matrix_dtype(DType t) {
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K,
+                  DType::kQ6_K})
+    if (t == d) return true;
+  return false;
+}
+
+void add_llama_layer(GgufWriter& w, MatrixConverter& conv, const ModelConfig& c, int i,
+                     const LayerWeights& l) {
+  auto mat = [&](const char* s, const Tensor& t) { w.add_tensor(blk(i, s), conv(t, blk(i, s))); };
+  w.add_tensor(blk(i, "attn_norm.weight"), as_f32(l.attn_norm));
+  if (c.moe.enabled() || c.mla.enabled()) {
+    gguf_detail::add_moe_mla_layer(w, conv, c, i, l);
+    return;
+  }
+  gguf_detail::add_llama_attention(w, conv, c, i, l,
+                                   gguf_arch_name(c.arch) == std::string("llama"));
   w.add_tensor(blk(i, "ffn_norm.weight"), as_f32(l.mlp_norm));
   mat("ffn_gate.weight", l.w_gate);
   mat("ffn_up.weight", l.w_up);
@@ -210,11 +221,6 @@ void add_gpt2_layer(GgufWriter& w, MatrixConverter& conv, int i, const LayerWeig
 
 void write_gguf_model(const std::string& path, const ModelConfig& c, const ModelWeights& wts,
                       const std::string& tokenizer_source, const GgufWriteOptions& o) {
-  if (c.moe.enabled() || c.mla.enabled())
-    throw_error<ConfigError>(
-        "convert: GGUF export of {} (experts / latent attention, llama.cpp arch '{}') is not "
-        "implemented yet (issue 16)",
-        c.architecture, gguf_arch_name(c.arch));
   const DType t = o.matrix_dtype;
   if (!is_gguf_matrix_dtype(t))
     throw_error<ConfigError>(
@@ -222,6 +228,7 @@ void write_gguf_model(const std::string& path, const ModelConfig& c, const Model
         dtype_name(t));
   GgufWriter w;
   write_config_keys(w, c, o);
+  if (c.moe.enabled() || c.mla.enabled()) gguf_detail::write_moe_mla_keys(w, c);
   add_tokenizer_keys(w, c, tokenizer_source);
   MatrixConverter conv(t, o.num_threads);
   w.add_tensor("token_embd.weight", conv(wts.embed, "token_embd.weight"));
