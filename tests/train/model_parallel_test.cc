@@ -12,8 +12,9 @@
 //    residual activations.
 //  - A (tp 2, pp 2) checkpoint (each rank writes its own slices: bytes checked by hand)
 //    resumes at (pp 4), (dp 4), (tp 2 x dp 2) and in one process to the uninterrupted run's
-//    losses; a ZeRO-1 one resumes at (tp 2, pp 2); export gives the single-process weights;
-//    a missing or corrupt shard is named in the error.
+//    losses; a (tp 4) one (replicated KV heads written once), a ZeRO-1 one and a whole one
+//    resume at (tp 2, pp 2); export gives the single-process weights; a missing or corrupt
+//    shard is named in the error.
 #include "lmstack/train/model_parallel.h"
 
 #include <gtest/gtest.h>
@@ -276,10 +277,10 @@ const std::string& tp2pp2_step5() {
 }
 
 // Resumes a copy of run `saved` at layout l to step 10; its losses must be the uninterrupted
-// run's. Returns the copy.
-std::string resume_at(const std::string& saved, const Layout& l, int zero = 0) {
-  const std::string out =
-      copy_run(saved, fmt::format("mp_ckpt_to_tp{}_pp{}_dp{}_z{}", l.tp, l.pp, l.dp, zero));
+// run's. `tag` names the copy apart from others of the same layout. Returns the copy.
+std::string resume_at(const std::string& saved, const Layout& l, int tag = 0) {
+  const std::string out = copy_run(
+      saved, fmt::format("mp_ckpt_to_tp{}_pp{}_dp{}_{}_{}", l.tp, l.pp, l.dp, l.schedule, tag));
   TrainConfig r = mp_config(data_dir(), out);
   r.resume = true;
   if (l.tp * l.pp * l.dp == 1) {
@@ -335,16 +336,47 @@ TEST(ModelParallelCheckpoint, EachRankWritesItsOwnSlices) {
   }
 }
 
+// At tp 4 each KV head (Hkv 2) is replicated on two TP ranks: only the first of them writes
+// it, so the shards still hold one copy (12 bytes per parameter), and the run resumes at
+// (tp 2, pp 2).
+TEST(ModelParallelCheckpoint, ReplicatedKvHeadsAreWrittenOnce) {
+  const std::string saved = test::temp_dir("mp_ckpt_tp4");
+  TrainConfig c = mp_config(data_dir(), saved);
+  c.steps = 5;
+  run_layout(4, c, Layout{4, 1, 1, "1f1b"});
+  const std::string dir = *latest_checkpoint(saved);
+  int64_t bytes = 0;
+  for (int r = 0; r < 4; ++r) {
+    const model::SafetensorsFile f(path_join(dir, shard_file_name(r, 4)));
+    for (const auto& [name, e] : f.entries()) bytes += static_cast<int64_t>(e.end - e.begin);
+  }
+  EXPECT_EQ(bytes, 3 * 4 * 94752);  // the parameter count of EachRankWritesItsOwnSlices
+  resume_at(saved, Layout{2, 2, 1, "1f1b"}, 4);
+}
+
+// The single-process run saved at step 5 (a whole checkpoint).
+const std::string& single_step5() {
+  static const std::string out = [] {
+    const std::string dir = test::temp_dir("mp_ckpt_single5");
+    TrainConfig c = mp_config(data_dir(), dir);
+    c.steps = 5;
+    ThreadPool pool(1);
+    run_training(c, pool);
+    return dir;
+  }();
+  return out;
+}
+
+// A whole (single-process) checkpoint resumes at (tp 2, pp 2) and at (pp 2, interleaved).
+TEST(ModelParallelCheckpoint, WholeCheckpointResumesAtTpPp) {
+  resume_at(single_step5(), Layout{2, 2, 1, "1f1b"}, 9);
+  resume_at(single_step5(), Layout{1, 2, 1, "interleaved"}, 9);
+}
+
 // `checkpoint export` of the (tp 2, pp 2) checkpoint gives the single-process run's step-5
 // weights (within the f32 reassociation the loss comparisons allow).
 TEST(ModelParallelCheckpoint, ExportEqualsTheSingleProcessCheckpoint) {
-  const std::string single = test::temp_dir("mp_ckpt_single5");
-  TrainConfig c = mp_config(data_dir(), single);
-  c.steps = 5;
-  {
-    ThreadPool pool(1);
-    run_training(c, pool);
-  }
+  const std::string single = single_step5();
   const std::string out = test::temp_dir("mp_ckpt_export");
   export_checkpoint(*latest_checkpoint(tp2pp2_step5()), out);
   model::ModelDir have = model::load_model_dir(out);

@@ -84,6 +84,23 @@ void read_pieces(const Json& t, const std::string& name, const std::string& inde
     }
 }
 
+// FormatError naming the index when a piece lies outside the tensor's shape.
+void check_pieces(const std::vector<Slice>& pieces, const Shape& shape, const std::string& name,
+                  const std::string& index) {
+  const int64_t rows = shape.rank() == 2 ? shape[0] : shape.numel();
+  const int64_t cols = shape.rank() == 2 ? shape[1] : 1;
+  for (const Slice& s : pieces) {
+    const bool block = s.row_begin >= 0;
+    const bool ok = block ? s.row_begin < s.row_end && s.row_end <= rows && 0 <= s.begin &&
+                                s.begin < s.end && s.end <= cols
+                          : 0 <= s.begin && s.begin < s.end && s.end <= shape.numel();
+    if (!ok)
+      throw_error<FormatError>("{}: tensor '{}' of shape {}: a {} [{}, {}) lies outside it", index,
+                               name, shape.str(), block ? "block's columns" : "slice", s.begin,
+                               s.end);
+  }
+}
+
 }  // namespace
 
 struct CheckpointReader::Impl {
@@ -159,6 +176,7 @@ CheckpointReader::CheckpointReader(const std::string& dir) : impl_(std::make_uni
   for (const auto& [name, t] : tensors.items()) {
     shapes_[name] = Shape(require<std::vector<int64_t>>(t, "shape", index));
     read_pieces(t, name, index, impl_->files.size(), impl_->slices[name]);
+    check_pieces(impl_->slices[name], shapes_[name], name, index);
   }
 }
 
@@ -185,8 +203,9 @@ void CheckpointReader::read(StateKind kind, const std::string& name, int64_t beg
     });
   }
   if (copied != end - begin)
-    throw_error<FormatError>("{}: elements [{}, {}) of '{}' are not all in the shards",
-                             path_join(impl_->dir, kIndex), begin, end, name);
+    throw_error<FormatError>(
+        "{}: elements [{}, {}) of '{}' are not each in exactly one shard piece",
+        path_join(impl_->dir, kIndex), begin, end, name);
 }
 
 void CheckpointReader::read_block(StateKind kind, const std::string& name, int64_t row_begin,
