@@ -10,8 +10,11 @@
 //  - 1F1B holds at most P micro-batches of activations on stage 0 (measured bytes), GPipe m.
 //  - Sequence parallelism: the same gradients and losses, and exactly 1/T of the norm and
 //    residual activations.
-//  - A (tp 2, pp 2) checkpoint resumes at (pp 4), (dp 4) and in one process to the
-//    uninterrupted run's losses.
+//  - A (tp 2, pp 2) checkpoint (each rank writes its own slices: bytes checked by hand)
+//    resumes at (pp 4), (dp 4), (tp 2 x dp 2) and in one process to the uninterrupted run's
+//    losses; a (tp 4) one (replicated KV heads written once), a ZeRO-1 one and a whole one
+//    resume at (tp 2, pp 2); export gives the single-process weights; a missing or corrupt
+//    shard is named in the error.
 #include "lmstack/train/model_parallel.h"
 
 #include <gtest/gtest.h>
@@ -26,6 +29,8 @@
 #include "lmstack/core/file.h"
 #include "lmstack/dist/comm_local.h"
 #include "lmstack/model/model_dir.h"
+#include "lmstack/model/safetensors.h"
+#include "lmstack/train/sharded_checkpoint.h"
 #include "train/train_fixtures.h"
 
 namespace lmstack::train {
@@ -259,25 +264,159 @@ std::string copy_run(const std::string& from, const std::string& name) {
   return to;
 }
 
+// The (tp 2, pp 2) run saved at step 5, shared by the checkpoint tests (copy it to resume).
+const std::string& tp2pp2_step5() {
+  static const std::string out = [] {
+    const std::string dir = test::temp_dir("mp_ckpt_tp2pp2");
+    TrainConfig c = mp_config(data_dir(), dir);
+    c.steps = 5;
+    run_layout(4, c, Layout{2, 2, 1, "1f1b"});
+    return dir;
+  }();
+  return out;
+}
+
+// Resumes a copy of run `saved` at layout l to step 10; its losses must be the uninterrupted
+// run's. `tag` names the copy apart from others of the same layout. Returns the copy.
+std::string resume_at(const std::string& saved, const Layout& l, int tag = 0) {
+  const std::string out = copy_run(
+      saved, fmt::format("mp_ckpt_to_tp{}_pp{}_dp{}_{}_{}", l.tp, l.pp, l.dp, l.schedule, tag));
+  TrainConfig r = mp_config(data_dir(), out);
+  r.resume = true;
+  if (l.tp * l.pp * l.dp == 1) {
+    ThreadPool pool(1);
+    run_training(r, pool);
+  } else {
+    run_layout(l.tp * l.pp * l.dp, r, l);
+  }
+  expect_losses_near(path_join(out, "log.jsonl"), path_join(single_run(), "log.jsonl"), 2e-5);
+  return out;
+}
+
 TEST(ModelParallelCheckpoint, ResumesAtAnyLayout) {
-  const std::string saved = test::temp_dir("mp_ckpt_tp2pp2");
+  for (const Layout& l : {Layout{1, 4, 1, "1f1b"}, Layout{1, 1, 4, "1f1b"}, Layout{2, 1, 2, "1f1b"},
+                          Layout{1, 1, 1, "1f1b"}}) {
+    SCOPED_TRACE(fmt::format("resumed at tp {} pp {} dp {}", l.tp, l.pp, l.dp));
+    const std::string out = resume_at(tp2pp2_step5(), l);
+    if (l.tp != 2) continue;
+    // Its own step-10 checkpoint: DP rank 1 (world ranks 2, 3) holds replicas and writes none.
+    const std::string dir = *latest_checkpoint(out);
+    for (int r = 0; r < 4; ++r)
+      EXPECT_EQ(file_exists(path_join(dir, shard_file_name(r, 4))), r < 2) << "rank " << r;
+  }
+}
+
+// A data-parallel ZeRO-1 checkpoint (element ranges, format v1) resumes at (tp 2, pp 2).
+TEST(ModelParallelCheckpoint, ZeroCheckpointResumesAtTpPp) {
+  const std::string saved = test::temp_dir("mp_ckpt_zero1");
   TrainConfig c = mp_config(data_dir(), saved);
   c.steps = 5;
-  run_layout(4, c, Layout{2, 2, 1, "1f1b"});
-  const std::string want = path_join(single_run(), "log.jsonl");
-  for (const Layout& l :
-       {Layout{1, 4, 1, "1f1b"}, Layout{1, 1, 4, "1f1b"}, Layout{1, 1, 1, "1f1b"}}) {
-    const std::string out =
-        copy_run(saved, fmt::format("mp_ckpt_to_tp{}_pp{}_dp{}", l.tp, l.pp, l.dp));
+  c.zero = 1;
+  run_layout(2, c, Layout{1, 1, 2, "1f1b"});
+  resume_at(saved, Layout{2, 2, 1, "1f1b"}, 1);
+}
+
+// Each rank writes exactly its own slices of weights, m and v: one copy of the state in all.
+// Deep llama: V 320, C 32, F 64, 8 layers, H 4 x head_dim 8, Hkv 2. Stage 0 (world ranks 0, 1)
+// holds the embedding and layers 0-3, stage 1 (ranks 2, 3) layers 4-7, final_norm, lm_head;
+// TP rank 0 (ranks 0, 2) also writes the replicated norms.
+TEST(ModelParallelCheckpoint, EachRankWritesItsOwnSlices) {
+  const int64_t split = (32 * 32 + 2 * (16 * 32) + 32 * 32 + 3 * (64 * 32)) / 2;  // per layer
+  const int64_t norms = 2 * 32, vocab_half = 320 * 32 / 2;
+  const int64_t want[4] = {vocab_half + 4 * (split + norms), vocab_half + 4 * split,
+                           vocab_half + 4 * (split + norms) + 32, vocab_half + 4 * split};
+  const int64_t params = 2 * 320 * 32 + 8 * (2 * 32 + 2 * 32 * 32 + 2 * 16 * 32 + 3 * 64 * 32) + 32;
+  EXPECT_EQ(want[0] + want[1] + want[2] + want[3], params);
+  const std::string dir = *latest_checkpoint(tp2pp2_step5());
+  for (int r = 0; r < 4; ++r) {
+    const model::SafetensorsFile f(path_join(dir, shard_file_name(r, 4)));
+    int64_t bytes = 0;
+    for (const auto& [name, e] : f.entries()) bytes += static_cast<int64_t>(e.end - e.begin);
+    EXPECT_EQ(bytes, 3 * 4 * want[r]) << "rank " << r;  // weights, m, v in f32
+  }
+}
+
+// At tp 4 each KV head (Hkv 2) is replicated on two TP ranks: only the first of them writes
+// it, so the shards still hold one copy (12 bytes per parameter), and the run resumes at
+// (tp 2, pp 2).
+TEST(ModelParallelCheckpoint, ReplicatedKvHeadsAreWrittenOnce) {
+  const std::string saved = test::temp_dir("mp_ckpt_tp4");
+  TrainConfig c = mp_config(data_dir(), saved);
+  c.steps = 5;
+  run_layout(4, c, Layout{4, 1, 1, "1f1b"});
+  const std::string dir = *latest_checkpoint(saved);
+  int64_t bytes = 0;
+  for (int r = 0; r < 4; ++r) {
+    const model::SafetensorsFile f(path_join(dir, shard_file_name(r, 4)));
+    for (const auto& [name, e] : f.entries()) bytes += static_cast<int64_t>(e.end - e.begin);
+  }
+  EXPECT_EQ(bytes, 3 * 4 * 94752);  // the parameter count of EachRankWritesItsOwnSlices
+  resume_at(saved, Layout{2, 2, 1, "1f1b"}, 4);
+}
+
+// The single-process run saved at step 5 (a whole checkpoint).
+const std::string& single_step5() {
+  static const std::string out = [] {
+    const std::string dir = test::temp_dir("mp_ckpt_single5");
+    TrainConfig c = mp_config(data_dir(), dir);
+    c.steps = 5;
+    ThreadPool pool(1);
+    run_training(c, pool);
+    return dir;
+  }();
+  return out;
+}
+
+// A whole (single-process) checkpoint resumes at (tp 2, pp 2) and at (pp 2, interleaved).
+TEST(ModelParallelCheckpoint, WholeCheckpointResumesAtTpPp) {
+  resume_at(single_step5(), Layout{2, 2, 1, "1f1b"}, 9);
+  resume_at(single_step5(), Layout{1, 2, 1, "interleaved"}, 9);
+}
+
+// `checkpoint export` of the (tp 2, pp 2) checkpoint gives the single-process run's step-5
+// weights (within the f32 reassociation the loss comparisons allow).
+TEST(ModelParallelCheckpoint, ExportEqualsTheSingleProcessCheckpoint) {
+  const std::string single = single_step5();
+  const std::string out = test::temp_dir("mp_ckpt_export");
+  export_checkpoint(*latest_checkpoint(tp2pp2_step5()), out);
+  model::ModelDir have = model::load_model_dir(out);
+  model::ModelDir want = model::load_model_dir(*latest_checkpoint(single));
+  auto want_fields = weight_fields(want.weights, false);
+  int compared = 0;
+  double worst = 0;
+  for (auto& [name, t] : weight_fields(have.weights, false)) {
+    const Tensor* w = weight_field(want.weights, name);
+    ASSERT_TRUE(w && w->defined()) << name;
+    ASSERT_EQ(t->shape(), w->shape()) << name;
+    const std::vector<float> a = t->to_f32_vector(), b = w->to_f32_vector();
+    for (size_t i = 0; i < a.size(); ++i)
+      worst = std::max(worst, static_cast<double>(std::fabs(a[i] - b[i])));
+    ++compared;
+  }
+  std::printf("worst absolute weight difference %.2e\n", worst);
+  EXPECT_LT(worst, 1e-4);
+  EXPECT_EQ(compared, static_cast<int>(want_fields.size()));
+}
+
+// A missing shard (caught when the index is opened, on every rank) and a corrupt one (caught by
+// the rank reading it) stop the resume with an error naming the file.
+TEST(ModelParallelCheckpoint, MissingOrCorruptShardNamesTheFile) {
+  for (const bool missing : {true, false}) {
+    const std::string out = copy_run(tp2pp2_step5(), missing ? "mp_ckpt_missing" : "mp_ckpt_bad");
+    const std::string file = path_join(*latest_checkpoint(out), shard_file_name(2, 4));
+    if (missing)
+      std::filesystem::remove(file);
+    else
+      write_file_atomic(file, "not a safetensors file");
     TrainConfig r = mp_config(data_dir(), out);
     r.resume = true;
-    if (l.tp * l.pp * l.dp == 1) {
-      ThreadPool pool(1);
-      run_training(r, pool);
-    } else {
-      run_layout(l.tp * l.pp * l.dp, r, l);
+    try {
+      run_layout(missing ? 1 : 4, r, missing ? Layout{1, 1, 1, "1f1b"} : Layout{2, 2, 1, "1f1b"});
+      ADD_FAILURE() << "resumed from a " << (missing ? "missing" : "corrupt") << " shard";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("shard-00002-of-00004.safetensors"), std::string::npos)
+          << e.what();
     }
-    expect_losses_near(path_join(out, "log.jsonl"), want, 2e-5);
   }
 }
 

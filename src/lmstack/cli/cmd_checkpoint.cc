@@ -1,7 +1,7 @@
 // `lmstack checkpoint export CKPT --out DIR`: a training checkpoint of any layout (sharded by a
-// data-parallel run, or whole) as a plain Hugging Face directory that generate and transformers
-// load (train/sharded_checkpoint.h). Runs in one process; reads each tensor's slices from the
-// shards through the index.
+// data-parallel or a TP/PP run, or whole) as a plain Hugging Face directory that generate and
+// transformers load (train/sharded_checkpoint.h). Runs in one process; reads each tensor's
+// element ranges or blocks from the shards through the index.
 #include <cstdio>
 
 #include "lmstack/cli/command.h"

@@ -90,6 +90,25 @@ std::vector<int> pipeline_layer_split(int num_layers, int vstages, const std::ve
   return out;
 }
 
+std::vector<StagePlan> stage_plans(const model::ModelConfig& config, const dist::MeshShape& shape,
+                                   int pp_rank, const ModelParallelOptions& o) {
+  const int v = o.schedule == PipelineSchedule::kInterleaved ? o.chunks : 1;
+  const int vstages = shape.pp * v;
+  const std::vector<int> counts = pipeline_layer_split(config.num_layers, vstages, o.pp_layers);
+  std::vector<StagePlan> plans;
+  for (int c = 0; c < v; ++c) {
+    const int vs = c * shape.pp + pp_rank;
+    StagePlan plan;
+    plan.first_layer = std::accumulate(counts.begin(), counts.begin() + vs, 0);
+    plan.num_layers = counts[static_cast<size_t>(vs)];
+    plan.embed = vs == 0;
+    plan.head = vs == vstages - 1;
+    plan.sliced_weights = o.sliced_weights;
+    plans.push_back(plan);
+  }
+  return plans;
+}
+
 ModelParallel::ModelParallel(const model::ModelConfig& config, const model::ModelWeights& w,
                              dist::Mesh& mesh, ThreadPool& pool, const ModelParallelOptions& o,
                              const AdamWConfig& adam, TraceRecorder* trace)
@@ -104,16 +123,8 @@ ModelParallel::ModelParallel(const model::ModelConfig& config, const model::Mode
   tp_ = tp_layout(config, s.tp, mesh.coord().tp);
   tp_.sequence_parallel = o.sequence_parallel && s.tp > 1;
   if (tp_.kv_replicas > 1) kv_comm_ = mesh.tp().split(tp_.kv_head_begin, mesh.coord().tp);
-  const int v = options_.chunks, p = s.pp, vstages = p * v;
-  layer_counts_ = pipeline_layer_split(config.num_layers, vstages, o.pp_layers);
-  const std::vector<int>& counts = layer_counts_;
-  for (int c = 0; c < v; ++c) {
-    const int vs = c * p + mesh.coord().pp;
-    StagePlan plan;
-    plan.first_layer = std::accumulate(counts.begin(), counts.begin() + vs, 0);
-    plan.num_layers = counts[static_cast<size_t>(vs)];
-    plan.embed = vs == 0;
-    plan.head = vs == vstages - 1;
+  layer_counts_ = pipeline_layer_split(config.num_layers, s.pp * options_.chunks, o.pp_layers);
+  for (const StagePlan& plan : stage_plans(config, s, mesh.coord().pp, options_)) {
     chunks_.push_back(std::make_unique<StageModel>(config, w, plan, tp_, mesh.tp(), pool));
     for (ParamRef& ref : chunks_.back()->params()) params_.push_back(ref);
   }

@@ -33,12 +33,20 @@ struct ModelParallelOptions {
   int chunks = 1;                  // model chunks per rank (interleaved: v >= 2)
   std::vector<int> pp_layers;      // layers per virtual stage (empty: even split)
   bool sequence_parallel = false;  // tensor_parallel.h TpLayout::sequence_parallel
+  // The weights given to ModelParallel are this rank's TP slices of its stages' tensors only
+  // (read_model_parallel_weights), not the whole model (StagePlan::sliced_weights).
+  bool sliced_weights = false;
 };
 
 // Layers per virtual stage: `override` (P·v entries summing to L, each >= 1) or an even split,
 // the first L mod (P·v) stages taking one more. ConfigError naming --pp-layers otherwise.
 std::vector<int> pipeline_layer_split(int num_layers, int virtual_stages,
                                       const std::vector<int>& override_counts);
+
+// The plans of the model chunks pipeline rank `pp_rank` holds (one, or options.chunks when
+// interleaved; chunk c is virtual stage c·P + pp_rank), as ModelParallel builds them.
+std::vector<StagePlan> stage_plans(const model::ModelConfig& config, const dist::MeshShape& shape,
+                                   int pp_rank, const ModelParallelOptions& options);
 
 // What one step measured on this rank.
 struct PipelineStepStats {
@@ -80,8 +88,8 @@ class ModelParallel {
   const ModelParallelOptions& options() const { return options_; }
   // Layers of each virtual stage (chunk c of stage s is entry c·P + s).
   const std::vector<int>& layers_per_stage() const { return layer_counts_; }
-  // True when parameter `p` of params() is counted by this rank in global sums (the norm,
-  // a gathered checkpoint): one copy over TP replicas and DP ranks.
+  // True when parameter `p` of params() is counted by this rank in global sums (the norm) and
+  // written by it to a checkpoint: one copy over TP replicas and DP ranks.
   bool owns(const ParamRef& p) const;
   // Bytes of this rank's weights (its gradients are as many).
   int64_t weight_bytes() const;

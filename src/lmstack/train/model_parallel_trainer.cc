@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cmath>
+#include <optional>
 
 #include "lmstack/core/error.h"
 #include "lmstack/core/timer.h"
@@ -148,10 +149,9 @@ Json metrics_line(MpRun& r, Json measured) {
 void save(MpRun& r) {
   r.state.step = r.step;
   r.state.windows_served = r.train.position().windows_served;
-  const std::string dir =
-      save_model_parallel_checkpoint(r.tc.out_dir, r.mp, r.md.config, r.md.weights, r.state,
-                                     r.files, r.tc.keep_checkpoints, r.pool);
-  if (!dir.empty()) r.last_checkpoint = dir;
+  const std::string dir = save_model_parallel_checkpoint(r.tc.out_dir, r.mp, r.md.config, r.state,
+                                                         r.files, r.tc.keep_checkpoints);
+  r.last_checkpoint = dir;
   r.log.flush();
 }
 
@@ -251,8 +251,18 @@ TrainResult run_model_parallel_training(const TrainConfig& tc, const model::Mode
   if (rank0 && tc.progress) fmt::print(stderr, "{}\n", dist::describe_mesh(shape));
   std::unique_ptr<TraceRecorder> trace;
   if (!tc.trace_path.empty()) trace = std::make_unique<TraceRecorder>(world.rank());
-  ModelParallel mp(md.config, md.weights, mesh, pool, mp_options(tc), tc.adam, trace.get());
-  if (ckpt) load_model_parallel_optimizer(*ckpt, mp, md.weights);
+  // From a checkpoint each rank reads only its own slices (md holds no weights then).
+  ModelParallelOptions options = mp_options(tc);
+  std::optional<CheckpointReader> reader;
+  model::ModelWeights sliced;
+  if (ckpt) {
+    reader.emplace(*ckpt);
+    sliced = read_model_parallel_weights(*reader, shape, mesh.coord(), options);
+    options.sliced_weights = true;
+  }
+  ModelParallel mp(md.config, ckpt ? sliced : md.weights, mesh, pool, options, tc.adam,
+                   trace.get());
+  if (ckpt) load_model_parallel_optimizer(*reader, *ckpt, mp);
   TokenLoader train(tc.data_dir, "train", tc.seq, tc.seed, true);
   train.set_position({state.windows_served});
   std::unique_ptr<TokenLoader> val;

@@ -16,6 +16,17 @@
 #include "lmstack/train/parallel_stage_acts.h"
 
 namespace lmstack::train {
+namespace {
+
+// An owned f32 copy of a slice that is already this rank's (StagePlan::sliced_weights).
+Tensor owned_copy(const std::string& name, const Tensor& src) {
+  LMSTACK_CHECK(src.dtype() == DType::kF32, "{}: a slice read from a checkpoint is f32", name);
+  Tensor out = Tensor::zeros(src.shape(), DType::kF32, MemoryCategory::kWeights);
+  std::memcpy(out.raw_data(), src.raw_data(), static_cast<size_t>(src.nbytes()));
+  return out;
+}
+
+}  // namespace
 
 int64_t StageModel::Acts::bytes() const {
   int64_t floats = static_cast<int64_t>(nf.size() + nf_rstd.size() + dlogits.size());
@@ -43,7 +54,7 @@ StageModel::StageModel(const model::ModelConfig& full, const model::ModelWeights
   const int hd = full.head_dim;
   auto add = [&](const std::string& name, const Tensor& src, Tensor& m, Tensor& g) {
     if (!src.defined()) return;
-    m = tp_slice(name, src, tp_, hd);
+    m = plan.sliced_weights ? owned_copy(name, src) : tp_slice(name, src, tp_, hd);
     g = Tensor::zeros(m.shape(), DType::kF32, MemoryCategory::kGradients);
     params_.push_back({name, &m, &g, m.rank() == 2});
   };

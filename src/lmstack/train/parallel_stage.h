@@ -31,6 +31,9 @@ namespace lmstack::train {
 struct StagePlan {
   int first_layer = 0, num_layers = 0;
   bool embed = false, head = false;
+  // The weights passed hold only this rank's TP slices (tp_block) of the plan's tensors, as a
+  // checkpoint read by slices gives them (model_parallel_checkpoint.h), not whole tensors.
+  bool sliced_weights = false;
 };
 
 class StageModel {

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lmstack/dist/comm.h"
@@ -38,6 +39,11 @@ class CheckpointReader {
   // Copies elements [begin, end) of the flattened tensor `name` into out. FormatError naming
   // the index when a range is not covered.
   void read(StateKind kind, const std::string& name, int64_t begin, int64_t end, float* out) const;
+  // Copies rows [row_begin, row_end) x columns [col_begin, col_end) of `name` viewed as
+  // [rows, cols] (a 1-D tensor has one column) into out, row-major: a TP slice. Opens only the
+  // shards holding a part of it.
+  void read_block(StateKind kind, const std::string& name, int64_t row_begin, int64_t row_end,
+                  int64_t col_begin, int64_t col_end, float* out) const;
   // All tensors of one kind as ModelWeights (allocated, f32; a tied lm_head shares embed).
   model::ModelWeights full_weights(StateKind kind) const;
 
@@ -57,6 +63,22 @@ std::string save_sharded_checkpoint(const std::string& out_dir, const TrainModel
                                     DataParallel& dp, dist::Comm& comm, const TrainerState& state,
                                     const model::ModelDirFiles& files, int keep);
 
+// Pieces shared with the TP/PP writer (model_parallel_checkpoint.cc). The shard of `rank`:
+// "shard-RRRRR-of-NNNNN.safetensors".
+std::string shard_file_name(int rank, int world);
+// {name relative to out_dir, full path} of a fresh checkpoint directory of `step`, created:
+// checkpoints/step-N, + `suffix` when a complete one of that step exists. Collective on comm.
+std::pair<std::string, std::string> new_sharded_checkpoint_dir(const std::string& out_dir,
+                                                               int64_t step, dist::Comm& comm,
+                                                               const std::string& suffix);
+// Rank 0, once every shard is on disk: config and tokenizer files, index.json,
+// trainer_state.json (state plus the fields of `layout`: optimizer_steps, world_size, ...),
+// then `latest` (the commit: a crash before it leaves the previous checkpoint latest); prunes.
+void commit_sharded_checkpoint(const std::string& out_dir, const std::string& name,
+                               const model::ModelConfig& config, const model::ModelDirFiles& files,
+                               const Json& index, const TrainerState& state, const Json& layout,
+                               int keep);
+
 // Loads this rank's owned ranges of weights, m and v (any checkpoint layout) into `dp`, sets
 // its step count and gathers the weights (stages 1, 2).
 void load_sharded_state(const CheckpointReader& reader, const std::string& dir, DataParallel& dp);
@@ -64,7 +86,8 @@ void load_sharded_state(const CheckpointReader& reader, const std::string& dir, 
 // The model of a checkpoint of any layout: load_model_dir of a whole one; for a sharded one,
 // its config, its weights assembled from the shards (allocated, f32) and its tokenizer and
 // generation files.
-model::ModelDir load_checkpoint_model(const std::string& dir);
+// With weights = false, everything but the weights (a TP/PP resume reads its slices itself).
+model::ModelDir load_checkpoint_model(const std::string& dir, bool weights = true);
 
 // Writes a plain Hugging Face directory (config, model.safetensors, tokenizer files) of the
 // checkpoint's weights: what `lmstack checkpoint export` does.

@@ -69,6 +69,18 @@ std::pair<int64_t, int64_t> tp_range(const std::string& name, int64_t full_dim, 
   return {t.rank * per, (t.rank + 1) * per};
 }
 
+TpBlock tp_block(const std::string& name, const Shape& full, const TpLayout& t, int head_dim) {
+  const int64_t rows = full[0], cols = full.rank() == 2 ? full[1] : 1;
+  const TpSplit split = tp_split_of(name);
+  const auto [b, e] = tp_range(name, split == TpSplit::kCols ? cols : rows, t, head_dim);
+  if (split == TpSplit::kCols) return {0, rows, b, e};
+  return {b, e, 0, cols};
+}
+
+Shape tp_block_shape(const TpBlock& b, const Shape& full) {
+  return full.rank() == 2 ? Shape{b.rows(), b.cols()} : Shape{b.rows()};
+}
+
 Tensor tp_slice(const std::string& name, const Tensor& full, const TpLayout& t, int head_dim) {
   const TpSplit split = tp_split_of(name);
   const int64_t rows = full.shape()[0];

@@ -45,6 +45,18 @@ TpSplit tp_split_of(const std::string& name);
 std::pair<int64_t, int64_t> tp_range(const std::string& name, int64_t full_dim, const TpLayout& t,
                                      int head_dim);
 
+// The block of a whole tensor of shape `full` (viewed as [rows, cols]; a 1-D tensor has one
+// column) that the layout's rank holds of `name`: rows [row_begin, row_end) x columns
+// [col_begin, col_end). A TP slice is always such a block (kRows: all columns; kCols: all rows).
+struct TpBlock {
+  int64_t row_begin = 0, row_end = 0, col_begin = 0, col_end = 0;
+  int64_t rows() const { return row_end - row_begin; }
+  int64_t cols() const { return col_end - col_begin; }
+};
+TpBlock tp_block(const std::string& name, const Shape& full, const TpLayout& t, int head_dim);
+// The shape of that block as the rank holds it ([rows, cols], or [rows] for a 1-D tensor).
+Shape tp_block_shape(const TpBlock& b, const Shape& full);
+
 // This rank's slice of `full` (any float dtype) as an owned f32 tensor.
 Tensor tp_slice(const std::string& name, const Tensor& full, const TpLayout& t, int head_dim);
 

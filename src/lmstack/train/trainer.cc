@@ -388,9 +388,10 @@ TrainResult run_training(const TrainConfig& config, ThreadPool& pool) {
   const std::optional<std::string> ckpt = tc.resume ? latest_checkpoint(tc.out_dir) : std::nullopt;
   if (tc.resume && !ckpt && rank0)
     fmt::print(stderr, "no checkpoint in {}: starting from step 0\n", tc.out_dir);
-  // A sharded checkpoint's weights are whole on every rank until DataParallel takes its chunks.
+  // A sharded checkpoint's weights are whole on every rank until DataParallel takes its chunks;
+  // a TP/PP run reads only its slices (model_parallel_checkpoint.h).
   if (ckpt)
-    r.md = load_checkpoint_model(*ckpt);
+    r.md = load_checkpoint_model(*ckpt, tc.tp * tc.pp == 1);
   else if (!tc.model_dir.empty())
     r.md = model::load_model_dir(tc.model_dir);
   else
