@@ -1,6 +1,7 @@
 // `lmstack rl` end to end through the binary on a tiny init-model llama: GRPO, PPO and DPO
 // each run from the CLI and write their log and policy, plot draws the reward curve,
-// --write-sft writes the task's format, and bad options are refused by name. About 5 s.
+// --write-sft writes the task's format, and bad options are refused by name (--rollout-ranks
+// without mpirun among them). About 5 s.
 #include <gtest/gtest.h>
 
 #include "lmstack/core/file.h"
@@ -95,6 +96,12 @@ TEST_F(RlCliTest, WriteSftAndBadOptions) {
   EXPECT_NE(out_.find("--algo sac"), std::string::npos) << out_;
   EXPECT_NE(run("rl --algo grpo -m " + dir_ + "/init --task divide --out " + dir_ + "/x"), 0);
   EXPECT_NE(out_.find("divide"), std::string::npos) << out_;
+  // Rollout ranks need a world of 1 + R processes; this one is a world of 1 (no mpirun).
+  EXPECT_NE(
+      run("rl --algo grpo -m " + dir_ + "/init --task add --rollout-ranks 1 --out " + dir_ + "/x"),
+      0);
+  EXPECT_NE(out_.find("world of 1 process"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("mpirun -np 2"), std::string::npos) << out_;
 }
 
 }  // namespace

@@ -1,15 +1,18 @@
 // `lmstack rl --algo grpo|ppo|dpo --model DIR --task NAME|--prompts FILE.jsonl --out DIR`:
 // RL post-training in one process, the serving engine doing the rollouts and the trainer the
 // updates, weights synced in memory after each step (rl/driver.h has the loop, docs/rl.md the
-// guide). `--write-sft FILE` writes supervised examples of the task's format instead, for
-// `prepare-data --split-on %` and `train`.
+// guide). `mpirun -np 1+R lmstack rl ... --rollout-ranks R`: rank 0 trains, ranks 1..R roll
+// out, weights broadcast over the world Comm (rl/remote.h). `--write-sft FILE` writes supervised
+// examples of the task's format instead, for `prepare-data --split-on %` and `train`.
 #include <cstdio>
 #include <optional>
 
 #include "lmstack/cli/command.h"
 #include "lmstack/cli/model_session.h"
 #include "lmstack/core/error.h"
+#include "lmstack/dist/comm.h"
 #include "lmstack/rl/driver.h"
+#include "lmstack/rl/remote.h"
 
 namespace lmstack::cli {
 namespace {
@@ -20,6 +23,7 @@ struct RlCliOptions {
   std::string model, agg = "token", write_sft;
   int64_t sft_examples = 20000;
   int threads = 0;
+  int rollout_ranks = 0;                   // 0: one process; R: mpirun -np 1+R, ranks 1..R roll out
   std::optional<float> clip_eps, kl_coef;  // shared by GRPO and PPO, whose defaults differ
   std::optional<int> epochs, minibatches;
 };
@@ -32,6 +36,44 @@ void apply_shared(RlCliOptions& o) {
   if (o.minibatches) r.grpo.minibatches = r.ppo.minibatches = *o.minibatches;
   r.grpo.agg = o.agg == "token" ? rl::LossAgg::kTokenMean : rl::LossAgg::kSeqMean;
   r.grpo.loss.temperature = r.ppo.temperature = r.sampling.temperature;
+}
+
+// The world Comm, checked against --rollout-ranks: 1 + R ranks, or 1 for a one-process run.
+dist::Comm& check_world(const RlCliOptions& o) {
+  dist::Comm& world = dist::world();
+  const int n = world.size();
+  if (o.rollout_ranks > 0 && n == 1)
+    throw_error<RequestError>(
+        "--rollout-ranks {}: this is a world of 1 process; run under mpirun -np {} (rank 0 "
+        "trains, ranks 1..{} roll out)",
+        o.rollout_ranks, o.rollout_ranks + 1, o.rollout_ranks);
+  if (n > 1 && n != o.rollout_ranks + 1)
+    throw_error<RequestError>(
+        "--rollout-ranks {}: the world has {} ranks, expected {} (1 trainer + the rollout "
+        "ranks; give --rollout-ranks {})",
+        o.rollout_ranks, n, o.rollout_ranks + 1, n - 1);
+  if (o.rollout_ranks > 0 && o.run.algo == "dpo")
+    throw_error<RequestError>("--rollout-ranks: dpo trains on fixed pairs and has no rollouts");
+  return world;
+}
+
+// Rank 0 trains with RemoteRollouts; ranks 1..R serve rollouts from an EngineReplica each.
+int run_distributed(RlCliOptions& o, dist::Comm& world) {
+  ModelSession ms = load_session(o.model);
+  ThreadPool pool(o.threads);
+  o.session.eos_ids = ms.eos_ids;
+  if (world.rank() > 0) {
+    rl::EngineReplica replica(ms.model.config, ms.model.weights, pool, o.session);
+    ms.model.weights = {};  // the replica holds its own f32 copy
+    rl::serve_rollouts(world, replica);
+    return 0;
+  }
+  o.session.local_engine = false;
+  rl::RlSession s(ms.model.config, ms.model.weights, ms.model.weights, pool, o.session);
+  rl::RemoteRollouts engines(world, ms.model.config, s.policy().master());
+  const int rc = rl::run_rl(o.run, s, engines, ms.model, ms.tokenizer);
+  engines.stop();
+  return rc;
 }
 
 int run(RlCliOptions& o) {
@@ -50,11 +92,20 @@ int run(RlCliOptions& o) {
     throw_error<RequestError>("--temperature {}: RL samples from the policy, so T must be > 0",
                               o.run.sampling.temperature);
   apply_shared(o);
+  dist::Comm& world = check_world(o);
+  if (o.rollout_ranks > 0) {
+    try {  // a failing rank ends the job: the others would wait in their next transfer
+      return run_distributed(o, world);
+    } catch (const std::exception& e) {
+      dist::abort_all(e.what());
+    }
+  }
   const ModelSession ms = load_session(o.model);
   ThreadPool pool(o.threads);
   o.session.eos_ids = ms.eos_ids;
   rl::RlSession s(ms.model.config, ms.model.weights, ms.model.weights, pool, o.session);
-  return rl::run_rl(o.run, s, ms.model, ms.tokenizer);
+  rl::LocalRollouts engines(s);
+  return rl::run_rl(o.run, s, engines, ms.model, ms.tokenizer);
 }
 
 void add_algo_options(CLI::App& app, RlCliOptions& o) {
@@ -103,6 +154,9 @@ std::function<int()> setup(CLI::App& app) {
   app.add_option("--write-sft", o->write_sft, "write SFT examples of --task to FILE and exit");
   app.add_option("--sft-examples", o->sft_examples, "examples --write-sft writes");
   add_algo_options(app, *o);
+  app.add_option("--rollout-ranks", o->rollout_ranks,
+                 "ranks 1..R roll out, rank 0 trains (mpirun -np 1+R; 0: one process)")
+      ->check(CLI::NonNegativeNumber);
   add_threads_option(app, o->threads);
   return [o] {
     o->run.sampling.seed = o->run.seed;

@@ -86,8 +86,9 @@ void print_progress(int step, int steps, const Json& m) {
 }
 
 // One GRPO/PPO step: rollout, reward, mismatch check, update, sync.
-Json policy_step(const RunOptions& o, RlSession& s, const tokenizer::Tokenizer& tok,
-                 PromptSource& src, Reward& reward, ValueHead* value) {
+Json policy_step(const RunOptions& o, RlSession& s, RolloutBackend& engines,
+                 const tokenizer::Tokenizer& tok, PromptSource& src, Reward& reward,
+                 ValueHead* value) {
   StepLine line;
   std::vector<Example> ex;
   std::vector<std::vector<int32_t>> prompts;
@@ -96,7 +97,7 @@ Json policy_step(const RunOptions& o, RlSession& s, const tokenizer::Tokenizer& 
     prompts.push_back(encode(tok, ex.back().prompt, true));
   }
   double t0 = seconds_now();
-  std::vector<Rollout> rollouts = generate_rollouts(s.engine(), prompts, o.group_size, o.sampling);
+  std::vector<Rollout> rollouts = engines.generate(prompts, o.group_size, o.sampling);
   const double rollout_s = seconds_now() - t0;
   double correct = 0, total_reward = 0, length = 0;
   ExactMatchReward exact;
@@ -131,7 +132,7 @@ Json policy_step(const RunOptions& o, RlSession& s, const tokenizer::Tokenizer& 
     model_logprobs(s.policy(), b, o.sampling.temperature, &flat, nullptr);
     trainer_lp = split_rows(b, flat);
   }
-  const double sync_s = s.sync_weights();
+  const SyncStats sync = engines.sync(s.policy().master());
   const MismatchStats gap = mismatch_stats(rollouts, trainer_lp);
   line.set("reward", total_reward / n);
   line.set("accuracy", correct / n);
@@ -143,7 +144,8 @@ Json policy_step(const RunOptions& o, RlSession& s, const tokenizer::Tokenizer& 
   line.set("clip_frac", clip);
   line.set("rollout_s", rollout_s);
   line.set("train_s", train_s);
-  line.set("sync_s", sync_s);
+  line.set("sync_s", sync.seconds);
+  line.set("sync_bytes", static_cast<double>(sync.bytes));
   line.set("logprob_gap_max", gap.max_gap);
   line.set("logprob_gap_mean", gap.mean_gap);
   return line.measured;
@@ -151,7 +153,7 @@ Json policy_step(const RunOptions& o, RlSession& s, const tokenizer::Tokenizer& 
 
 }  // namespace
 
-double heldout_accuracy(RlSession& s, const tokenizer::Tokenizer& tok, const Task& task,
+double heldout_accuracy(RolloutBackend& engines, const tokenizer::Tokenizer& tok, const Task& task,
                         uint64_t seed, int count, int max_tokens) {
   std::vector<Example> ex;
   std::vector<std::vector<int32_t>> prompts;
@@ -162,7 +164,7 @@ double heldout_accuracy(RlSession& s, const tokenizer::Tokenizer& tok, const Tas
   model::SamplingParams greedy;
   greedy.temperature = 0;
   greedy.max_tokens = max_tokens;
-  const std::vector<Rollout> rollouts = generate_rollouts(s.engine(), prompts, 1, greedy);
+  const std::vector<Rollout> rollouts = engines.generate(prompts, 1, greedy);
   ExactMatchReward exact;
   double correct = 0;
   for (const Rollout& r : rollouts)
@@ -178,8 +180,8 @@ void write_sft_examples(const Task& task, uint64_t seed, int64_t count, const st
 
 namespace {
 
-Json dpo_line(const RunOptions& o, RlSession& s, const tokenizer::Tokenizer& tok,
-              const std::vector<PreferencePair>& pairs, int step) {
+Json dpo_line(const RunOptions& o, RlSession& s, RolloutBackend& engines,
+              const tokenizer::Tokenizer& tok, const std::vector<PreferencePair>& pairs, int step) {
   std::vector<TokenPair> batch;
   const std::vector<int32_t> eos = s.options().eos_ids.empty()
                                        ? std::vector<int32_t>{}
@@ -203,7 +205,9 @@ Json dpo_line(const RunOptions& o, RlSession& s, const tokenizer::Tokenizer& tok
             {"rejected_reward", st.rejected_reward},
             {"grad_norm", st.grad_norm},
             {"train_s", train_s}};
-  m["sync_s"] = s.sync_weights();
+  const SyncStats sync = engines.sync(s.policy().master());
+  m["sync_s"] = sync.seconds;
+  m["sync_bytes"] = sync.bytes;
   return m;
 }
 
@@ -218,7 +222,7 @@ void save_policy(RlSession& s, const model::ModelDir& md, const std::string& dir
 
 }  // namespace
 
-int run_rl(const RunOptions& o, RlSession& s, const model::ModelDir& md,
+int run_rl(const RunOptions& o, RlSession& s, RolloutBackend& engines, const model::ModelDir& md,
            const tokenizer::Tokenizer& tok) {
   make_directories(o.out_dir);
   train::TrainLog log(path_join(o.out_dir, "log.jsonl"), -1);
@@ -240,7 +244,7 @@ int run_rl(const RunOptions& o, RlSession& s, const model::ModelDir& md,
   auto eval = [&](int step) {
     if (!task || o.eval_examples <= 0) return;
     const double acc =
-        heldout_accuracy(s, tok, *task, o.seed, o.eval_examples, o.sampling.max_tokens);
+        heldout_accuracy(engines, tok, *task, o.seed, o.eval_examples, o.sampling.max_tokens);
     std::printf("step %d  held-out accuracy %.3f (%d examples, greedy)\n", step, acc,
                 o.eval_examples);
     log.append({{"kind", "rl_eval"}, {"measured", {{"step", step}, {"eval_accuracy", acc}}}});
@@ -249,8 +253,8 @@ int run_rl(const RunOptions& o, RlSession& s, const model::ModelDir& md,
   eval(0);
   if (o.steps == 0) return 0;  // evaluation only
   for (int step = 1; step <= o.steps; ++step) {
-    Json m = dpo ? dpo_line(o, s, tok, pairs, step - 1)
-                 : policy_step(o, s, tok, *src, *reward, value.get());
+    Json m = dpo ? dpo_line(o, s, engines, tok, pairs, step - 1)
+                 : policy_step(o, s, engines, tok, *src, *reward, value.get());
     m["step"] = step;
     if (dpo)
       std::printf("step %d/%d  loss %.4f  reward acc %.3f  margin %.3f  train %.2fs\n", step,

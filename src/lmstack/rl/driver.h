@@ -4,7 +4,9 @@
 // pairs instead), sync the weights into the engine, and log one JSONL line with the step's
 // reward, KL, entropy, response length, time split and log-prob gap. Held-out accuracy
 // (greedy, exact match) is measured before the first step, every eval_every steps and at the
-// end. The log is what `lmstack plot --metric reward|kl|entropy|response_len` draws.
+// end. The log is what `lmstack plot --metric reward|kl|entropy|response_len` draws. Rollouts
+// and weight syncs go through a RolloutBackend: the session's own engine (LocalRollouts) or
+// rollout ranks (remote.h), with the same loop, so both layouts compute the same run.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,7 @@
 #include "lmstack/rl/grpo.h"
 #include "lmstack/rl/ppo.h"
 #include "lmstack/rl/reward.h"
+#include "lmstack/rl/rollout_backend.h"
 #include "lmstack/rl/session.h"
 #include "lmstack/rl/task.h"
 #include "lmstack/tokenizer/tokenizer.h"
@@ -44,12 +47,13 @@ struct RunOptions {
 };
 
 // Runs the whole loop (steps == 0: only the held-out accuracy, nothing saved); returns 0. `md` is
-// the loaded model the session was built from.
-int run_rl(const RunOptions& o, RlSession& s, const model::ModelDir& md,
+// the loaded model the session was built from; `engines` does the rollouts (LocalRollouts(s)
+// in one process) and receives the weights after each update.
+int run_rl(const RunOptions& o, RlSession& s, RolloutBackend& engines, const model::ModelDir& md,
            const tokenizer::Tokenizer& tok);
 
 // Greedy exact-match accuracy on the first `count` held-out examples of `task`.
-double heldout_accuracy(RlSession& s, const tokenizer::Tokenizer& tok, const Task& task,
+double heldout_accuracy(RolloutBackend& engines, const tokenizer::Tokenizer& tok, const Task& task,
                         uint64_t seed, int count, int max_tokens);
 
 // Writes `count` training examples of `task` as sft_text, separated by lines "%" (for

@@ -32,19 +32,21 @@ void collect(serve::RequestStream& stream, int group, const std::vector<int32_t>
 
 std::vector<Rollout> generate_rollouts(serve::Engine& engine,
                                        const std::vector<std::vector<int32_t>>& prompts, int n,
-                                       const model::SamplingParams& params) {
+                                       const model::SamplingParams& params, int64_t first_index) {
   std::vector<std::shared_ptr<serve::RequestStream>> streams;
   for (size_t i = 0; i < prompts.size(); ++i) {
     serve::EngineRequest req{prompts[i], params, n};
-    req.params.seed = params.seed + 1000003ull * i;  // choice c samples with seed + c
+    const uint64_t index = static_cast<uint64_t>(first_index) + i;
+    req.params.seed = params.seed + 1000003ull * index;  // choice c samples with seed + c
     auto stream = engine.submit(std::move(req));
-    if (!stream) throw_error<RequestError>("rollout: the engine queue refused prompt {}", i);
+    if (!stream) throw_error<RequestError>("rollout: the engine queue refused prompt {}", index);
     streams.push_back(*stream);
   }
   engine.run_until_idle();
   std::vector<Rollout> out;
   for (size_t i = 0; i < prompts.size(); ++i)
-    collect(*streams[i], static_cast<int>(i), prompts[i], n, out);
+    collect(*streams[i], static_cast<int>(first_index + static_cast<int64_t>(i)), prompts[i], n,
+            out);
   return out;
 }
 

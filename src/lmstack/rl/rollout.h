@@ -25,11 +25,14 @@ struct Rollout {
 };
 
 // Runs `prompts` × n samples to completion on `engine` (not start()ed) and returns them in
-// prompt order, choice order within a prompt. Throws RequestError when the engine refuses a
-// request or fails one.
+// prompt order, choice order within a prompt. Choice c of prompt i samples with seed
+// params.seed + 1000003·(first_index + i) + c and is in group first_index + i: a rollout
+// rank that runs prompts [first_index, ...) of a step draws what one process would.
+// Throws RequestError when the engine refuses a request or fails one.
 std::vector<Rollout> generate_rollouts(serve::Engine& engine,
                                        const std::vector<std::vector<int32_t>>& prompts, int n,
-                                       const model::SamplingParams& params);
+                                       const model::SamplingParams& params,
+                                       int64_t first_index = 0);
 
 // |trainer log p − engine log p| over every response token.
 struct MismatchStats {

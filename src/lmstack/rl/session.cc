@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "lmstack/core/error.h"
+#include "lmstack/core/half.h"
 
 namespace lmstack::rl {
 
@@ -19,20 +20,18 @@ RlSession::RlSession(const model::ModelConfig& config, const model::ModelWeights
       std::make_unique<train::TrainModel>(config_, policy_init, pool, train::TrainModelOptions{});
   ref_ = std::make_unique<train::TrainModel>(config_, ref_init, pool, train::TrainModelOptions{});
   adam_ = std::make_unique<train::AdamW>(policy_->params(), options_.adam);
-  // The engine's own buffers: clones of the f32 masters, so the trainer can update its
-  // weights while nothing reads them and sync_weights() publishes them in one place.
-  const bool tied = config_.tie_word_embeddings;
-  engine_weights_ = policy_->master();
-  for (auto& [name, t] : train::weight_fields(engine_weights_, tied))
-    *t = t->clone(MemoryCategory::kWeights);
-  if (tied) engine_weights_.lm_head = engine_weights_.embed;
-  serve::EngineOptions e;
-  e.block_size = options_.block_size;
-  e.num_blocks = (options_.kv_tokens + e.block_size - 1) / e.block_size;
-  e.max_context = options_.max_context;
-  e.scheduler.max_batch_tokens = options_.max_batch_tokens;
-  e.eos_ids = options_.eos_ids;
-  engine_ = std::make_unique<serve::Engine>(config_, engine_weights_, pool, e);
+  // The engine's own buffers, so the trainer can update its weights while nothing reads them
+  // and sync_weights() publishes them in one place.
+  if (options_.local_engine)
+    replica_ = std::make_unique<EngineReplica>(config_, policy_->master(), pool, options_);
+}
+
+serve::Engine& RlSession::engine() { return replica().engine(); }
+
+EngineReplica& RlSession::replica() {
+  if (!replica_)
+    throw_error<RequestError>("this RL session has no local engine (rollouts run on other ranks)");
+  return *replica_;
 }
 
 double RlSession::optimizer_step() {
@@ -44,18 +43,60 @@ double RlSession::optimizer_step() {
 
 double RlSession::sync_weights() {
   const double start = seconds_now();
-  const bool tied = config_.tie_word_embeddings;
-  auto src = train::weight_fields(policy_->master(), tied);
-  auto dst = train::weight_fields(engine_weights_, tied);
+  replica().load(policy_->master());
+  return seconds_now() - start;
+}
+
+namespace {
+
+Tensor f32_copy(const Tensor& t) {
+  if (t.dtype() == DType::kF32) return t.clone(MemoryCategory::kWeights);
+  Tensor out = Tensor::zeros(t.shape(), DType::kF32, MemoryCategory::kWeights);
+  if (t.dtype() == DType::kBF16)
+    convert_bf16_to_f32(t.data<uint16_t>(), out.data<float>(), t.numel());
+  else if (t.dtype() == DType::kF16)
+    convert_f16_to_f32(t.data<uint16_t>(), out.data<float>(), t.numel());
+  else
+    throw_error<ConfigError>("rl: cannot roll out from a weight stored as {}",
+                             dtype_name(t.dtype()));
+  return out;
+}
+
+}  // namespace
+
+EngineReplica::EngineReplica(const model::ModelConfig& config, const model::ModelWeights& init,
+                             ThreadPool& pool, const SessionOptions& options)
+    : tied_(config.tie_word_embeddings), weights_(init) {
+  for (auto& [name, t] : train::weight_fields(weights_, tied_)) *t = f32_copy(*t);
+  if (tied_) weights_.lm_head = weights_.embed;
+  serve::EngineOptions e;
+  e.block_size = options.block_size;
+  e.num_blocks = (options.kv_tokens + e.block_size - 1) / e.block_size;
+  e.max_context = options.max_context;
+  e.scheduler.max_batch_tokens = options.max_batch_tokens;
+  e.eos_ids = options.eos_ids;
+  engine_ = std::make_unique<serve::Engine>(config, weights_, pool, e);
+}
+
+std::vector<std::pair<std::string, Tensor*>> EngineReplica::fields() {
+  return train::weight_fields(weights_, tied_);
+}
+
+int64_t EngineReplica::load(const model::ModelWeights& src_weights) {
+  model::ModelWeights src_handles = src_weights;  // handles only, for weight_fields
+  auto src = train::weight_fields(src_handles, tied_);
+  auto dst = fields();
   LMSTACK_CHECK(src.size() == dst.size(), "weight sync: {} vs {} tensors", src.size(), dst.size());
+  int64_t bytes = 0;
   for (size_t i = 0; i < src.size(); ++i) {
     LMSTACK_CHECK(src[i].second->nbytes() == dst[i].second->nbytes(), "weight sync: {}",
                   src[i].first);
     std::memcpy(dst[i].second->raw_data(), src[i].second->raw_data(),
                 static_cast<size_t>(src[i].second->nbytes()));
+    bytes += src[i].second->nbytes();
   }
-  engine_->clear_prefix_cache();  // its KV came from the old weights
-  return seconds_now() - start;
+  weights_changed();  // its KV came from the old weights
+  return bytes;
 }
 
 void model_logprobs(train::TrainModel& model, const PackedBatch& b, float temperature,
