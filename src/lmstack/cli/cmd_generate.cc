@@ -10,6 +10,7 @@
 #include "lmstack/cli/command.h"
 #include "lmstack/cli/generate_report.h"
 #include "lmstack/cli/model_session.h"
+#include "lmstack/cli/tp_session.h"
 #include "lmstack/core/npy.h"
 #include "lmstack/core/thread_pool.h"
 #include "lmstack/model/generate.h"
@@ -20,7 +21,7 @@ namespace {
 struct GenerateOptions {
   std::string model, prompt = "Once upon a time", dump_logits, machine, metrics_out;
   bool chat = false, json = false, trace = false;
-  int threads = 1, ctx = 0;
+  int threads = 1, ctx = 0, tp = 1;
   model::SamplingParams sampling;
 };
 
@@ -40,10 +41,15 @@ void add_sampling_options(CLI::App& app, model::SamplingParams& s) {
 
 int run_generate(const GenerateOptions& o) {
   ModelSession s = load_session(o.model);
+  const TpSession tp = enter_tensor_parallel(s, o.tp);
   ThreadPool pool(o.threads);
   const std::vector<int32_t> prompt = encode_prompt(s, o.prompt, o.chat);
   const int ctx = o.ctx > 0 ? o.ctx : static_cast<int>(prompt.size()) + o.sampling.max_tokens;
   model::Generator gen(s.model.config, s.model.weights, pool, ctx);
+  gen.set_tensor_parallel(tp.group);
+  print_tp_rank_bytes(tp, s.model.weights.bytes(), gen.kv_cache_bytes());
+  // Under --tp every rank runs the same steps; only rank 0 prints.
+  const bool quiet = o.json || !tp.leader();
   tokenizer::Tokenizer::IncrementalDecoder detok(s.tokenizer);
   std::vector<float> dumped;
   model::GenerateCallbacks cb;
@@ -52,7 +58,7 @@ int run_generate(const GenerateOptions& o) {
   const int tokenizer_vocab = s.tokenizer.vocab_size();
   cb.detokenize = [&](int32_t id) { return id < tokenizer_vocab ? detok.push(id) : std::string(); };
   cb.on_token = [&](const model::GeneratedToken& t) {
-    if (!o.json) {
+    if (!quiet) {
       std::fputs(t.text.c_str(), stdout);
       std::fflush(stdout);
     }
@@ -60,16 +66,18 @@ int run_generate(const GenerateOptions& o) {
   };
   if (!o.dump_logits.empty())
     cb.on_logits = [&](const float* l, int v) { dumped.insert(dumped.end(), l, l + v); };
-  if (o.trace) cb.trace = print_trace_line;
-  if (o.trace) print_trace_tokens(s.tokenizer, prompt);
+  const bool trace = o.trace && tp.leader();
+  if (trace) cb.trace = print_trace_line;
+  if (trace) print_trace_tokens(s.tokenizer, prompt);
   install_interrupt_handler();
   model::GenerateResult r = gen.generate(prompt, o.sampling, s.eos_ids, cb);
   const std::string tail = detok.flush();
   r.text += tail;
+  if (!tp.leader()) return 0;
   if (!o.json) std::printf("%s\n", tail.c_str());
-  if (o.trace) print_trace_top5(s.tokenizer, r.last_logits);
+  if (trace) print_trace_top5(s.tokenizer, r.last_logits);
   if (!o.dump_logits.empty()) {
-    const int64_t v = s.model.config.vocab_size;
+    const int64_t v = gen.decoder().vocab_size();
     write_npy(o.dump_logits, {static_cast<int64_t>(dumped.size()) / v, v}, dumped);
   }
   const GenerateReport report =
@@ -98,6 +106,10 @@ std::function<int()> setup(CLI::App& app) {
   app.add_option("--machine", o->machine, "doctor --json file (default: cached measurement)");
   app.add_option("--metrics-out", o->metrics_out, "write run metrics for `lmstack calc check`");
   add_threads_option(app, o->threads);
+  app.add_option("--tp", o->tp,
+                 "tensor-parallel ranks: run under mpirun -np T; each rank holds 1/T of the "
+                 "weights and KV cache")
+      ->capture_default_str();
   return [o] { return run_generate(*o); };
 }
 
@@ -105,7 +117,8 @@ const RegisterCommand kRegister{
     {"generate", "generate text from a prompt, with speed vs roofline and memory vs calc",
      "  lmstack generate --prompt 'The capital of France is' --max-tokens 32\n"
      "  lmstack generate -m DIR --chat -p 'Write a haiku' --temperature 0.7 --seed 1\n"
-     "  lmstack generate -m DIR -p 'Hello' --temperature 0 --dump-logits logits.npy --trace",
+     "  lmstack generate -m DIR -p 'Hello' --temperature 0 --dump-logits logits.npy --trace\n"
+     "  mpirun -np 2 lmstack generate -m DIR -p 'Hello' --temperature 0 --tp 2",
      setup}};
 
 }  // namespace

@@ -3,6 +3,8 @@
 // ledger beside calc's prediction (--dry-run stops there), then serves until SIGINT/SIGTERM.
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -12,10 +14,12 @@
 #include "lmstack/calc/predict.h"
 #include "lmstack/cli/command.h"
 #include "lmstack/cli/model_session.h"
+#include "lmstack/cli/tp_session.h"
 #include "lmstack/core/error.h"
 #include "lmstack/core/file.h"
 #include "lmstack/core/memory.h"
 #include "lmstack/core/thread_pool.h"
+#include "lmstack/model/tp_inference.h"
 #include "lmstack/serve/http_server.h"
 
 namespace lmstack::cli {
@@ -25,7 +29,7 @@ struct ServeOptions {
   std::string model, served_name, api_key, kv_memory, chat_template_file;
   std::string host = "127.0.0.1";
   int port = 8080, threads = 1, max_batch_tokens = 512, max_num_seqs = 256, block_size = 16;
-  int max_queue = 1024, max_model_len = 0, http_workers = 0, max_connections = 4096;
+  int max_queue = 1024, max_model_len = 0, http_workers = 0, max_connections = 4096, tp = 1;
   std::string max_body = "16MiB";
   double kv_fraction = 0, read_timeout = 30, shutdown_grace = 5;
   bool no_prefix_cache = false, dry_run = false;
@@ -178,6 +182,20 @@ void raise_descriptor_limit() {
   }
 }
 
+// --tp, ranks 1..T-1: no HTTP, no scheduler; run each forward and block copy rank 0's engine
+// sends on this rank's slice and KV cache, until rank 0 shuts down.
+int follow_tensor_parallel(const ModelSession& s, const TpSession& tp, ThreadPool& pool,
+                           const serve::EngineOptions& e) {
+  model::Decoder decoder(s.model.config, s.model.weights, pool);
+  decoder.set_tensor_parallel(tp.group);
+  model::KvCache kv(s.model.config, e.num_blocks, e.block_size);
+  print_tp_rank_bytes(tp, s.model.weights.bytes(), kv.bytes());
+  const int64_t forwards = model::tp_follow(decoder, kv, tp.group);
+  std::fprintf(stderr, "tp rank %d: stopped after %lld forwards\n", tp.rank,
+               static_cast<long long>(forwards));
+  return 0;
+}
+
 int run_serve(const ServeOptions& o) {
   // Block SIGINT/SIGTERM in every thread; one thread waits for them and stops the server.
   sigset_t signals;
@@ -186,12 +204,25 @@ int run_serve(const ServeOptions& o) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   raise_descriptor_limit();
-  const ModelSession s = load_session(o.model);
+  ModelSession s = load_session(o.model);
+  const TpSession tp = enter_tensor_parallel(s, o.tp);
   ThreadPool pool(o.threads);
-  serve::Engine engine(s.model.config, s.model.weights, pool, engine_options(o, s));
+  serve::EngineOptions eo = engine_options(o, s);
+  if (tp.size > 1) {  // rank 0's block tables index every rank's cache: one block count
+    int32_t blocks = static_cast<int32_t>(std::min<int64_t>(eo.num_blocks, INT32_MAX));
+    tp.group.broadcast_i32(&blocks, 1);
+    eo.num_blocks = blocks;
+  }
+  if (!tp.leader()) return follow_tensor_parallel(s, tp, pool, eo);
+  serve::Engine engine(s.model.config, s.model.weights, pool, std::move(eo));
+  if (tp.size > 1) engine.set_tensor_parallel(tp.group);
   engine.warmup();
+  print_tp_rank_bytes(tp, s.model.weights.bytes(), engine.kv_cache().bytes());
   print_memory(engine, s, o);
-  if (o.dry_run) return 0;
+  if (o.dry_run) {
+    if (tp.size > 1) model::tp_send_shutdown(tp.group);
+    return 0;
+  }
   std::string chat_template;
   if (!o.chat_template_file.empty()) chat_template = read_file(o.chat_template_file);
   serve::OpenAiApi api(engine, s.tokenizer, model_name(o, s.model.path), chat_template);
@@ -210,6 +241,7 @@ int run_serve(const ServeOptions& o) {
   pthread_kill(waiter.native_handle(), SIGTERM);  // wakes it if listen() ended on its own
   waiter.join();
   engine.stop();
+  if (tp.size > 1) model::tp_send_shutdown(tp.group);
   std::printf("stopped\n");
   return 0;
 }
@@ -262,6 +294,10 @@ std::function<int()> setup(CLI::App& app) {
   app.add_option("--chat-template", o->chat_template_file, "Jinja chat template file");
   app.add_flag("--no-prefix-cache", o->no_prefix_cache, "disable the radix-tree prefix cache");
   app.add_flag("--dry-run", o->dry_run, "print the KV pool and memory ledger, then exit");
+  app.add_option("--tp", o->tp,
+                 "tensor-parallel ranks: run under mpirun -np T; rank 0 serves HTTP, each rank "
+                 "holds 1/T of the weights and KV cache")
+      ->capture_default_str();
   return [o] { return run_serve(*o); };
 }
 
@@ -270,6 +306,7 @@ const RegisterCommand kRegister{
      "  lmstack serve --model models/smollm-135m --port 8080\n"
      "  lmstack serve --model DIR --kv-memory 512MiB --max-batch-tokens 256 --dry-run\n"
      "  lmstack serve --model DIR --api-key secret --port 0\n"
+     "  mpirun -np 2 lmstack serve --model DIR --tp 2 --port 8080\n"
      "  curl http://127.0.0.1:8080/v1/completions -H 'Content-Type: application/json' \\\n"
      "       -d '{\"model\": \"smollm-135m\", \"prompt\": \"Hello\", \"max_tokens\": 16}'",
      setup}};

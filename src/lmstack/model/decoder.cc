@@ -101,7 +101,10 @@ void Decoder::norm(float* y, const float* x, const Tensor& weight, const Tensor&
 
 void Decoder::embed(const ForwardBatch& batch, float* x) {
   const int64_t t = batch.num_tokens();
-  kernels::embedding_lookup(x, weights_.embed, batch.tokens.data(), t);
+  if (tp_.enabled())
+    embed_vocab_parallel(batch, x);
+  else
+    kernels::embedding_lookup(x, weights_.embed, batch.tokens.data(), t);
   if (!config_.learned_positions) return;
   for (int32_t p : batch.positions)
     if (p < 0 || p >= config_.max_position)
@@ -111,6 +114,59 @@ void Decoder::embed(const ForwardBatch& batch, float* x) {
   float* pos = static_cast<float*>(h_.data());
   kernels::embedding_lookup(pos, weights_.pos_embed, batch.positions.data(), t);
   kernels::add_inplace(x, pos, t * config_.hidden_size);
+}
+
+// Megatron's vocabulary-parallel embedding: rank r holds rows [r·V/T, (r+1)·V/T); each token's
+// row is found on exactly one rank, the others contribute zeros, and the sum is the lookup.
+void Decoder::embed_vocab_parallel(const ForwardBatch& batch, float* x) {
+  const int64_t t = batch.num_tokens(), width = config_.hidden_size;
+  const int32_t local = config_.vocab_size, begin = tp_.rank * local;
+  for (int64_t i = 0; i < t; ++i) {
+    const int32_t id = batch.tokens[static_cast<size_t>(i)];
+    if (id < 0 || id >= vocab_size())
+      throw_error<RequestError>("token id {} at position {} is outside the vocabulary [0, {})", id,
+                                i, vocab_size());
+  }
+  std::memset(x, 0, static_cast<size_t>(t * width) * sizeof(float));
+  for (int64_t i = 0; i < t; ++i) {
+    const int32_t row = batch.tokens[static_cast<size_t>(i)] - begin;
+    if (row >= 0 && row < local) kernels::embedding_lookup(x + i * width, weights_.embed, &row, 1);
+  }
+  tp_.all_reduce_sum(x, t * width);
+}
+
+// x += W·in + bias. Under TP, W holds this rank's input columns (row-parallel): each rank's
+// product is a partial sum, all-reduced before the residual add; the bias is added once (rank
+// 0). h_ is free here (its normed input was consumed by the column-parallel layers).
+void Decoder::row_parallel_add(float* x, const float* in, const Tensor& w, const Tensor& bias,
+                               int64_t t) {
+  if (!tp_.enabled()) {
+    kernels::linear(pool_, x, in, w, t, ptr_or_null(bias), /*accumulate=*/true);
+    return;
+  }
+  float* partial = static_cast<float*>(h_.data());
+  kernels::linear(pool_, partial, in, w, t, tp_.rank == 0 ? ptr_or_null(bias) : nullptr);
+  tp_.all_reduce_sum(partial, t * config_.hidden_size);
+  kernels::add_inplace(x, partial, t * config_.hidden_size);
+}
+
+// logits[rows, V] = lm_head · h. Under TP each rank computes its vocabulary columns
+// [rows, V/T]; the all-gather stacks them rank-major, re-laid out here row by row.
+void Decoder::lm_head(std::vector<float>& logits, const float* h, int64_t rows) {
+  if (!tp_.enabled()) {
+    kernels::linear(pool_, logits.data(), h, weights_.lm_head, rows);
+    return;
+  }
+  const int64_t local = config_.vocab_size, n = rows * local;
+  tp_local_logits_.resize(static_cast<size_t>(n));
+  tp_gathered_.resize(static_cast<size_t>(n * tp_.size));
+  kernels::linear(pool_, tp_local_logits_.data(), h, weights_.lm_head, rows);
+  tp_.all_gather(tp_local_logits_.data(), tp_gathered_.data(), n);
+  for (int r = 0; r < tp_.size; ++r)
+    for (int64_t row = 0; row < rows; ++row)
+      std::memcpy(logits.data() + row * vocab_size() + r * local,
+                  tp_gathered_.data() + r * n + row * local,
+                  static_cast<size_t>(local) * sizeof(float));
 }
 
 void Decoder::attention_block(int l, const ForwardBatch& batch, KvCache& cache, float* x) {
@@ -153,7 +209,7 @@ void Decoder::attention_block(int l, const ForwardBatch& batch, KvCache& cache, 
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   kernels::paged_attention(pool_, attn, q, kv, ab, c.num_heads, scale);
   observe(l, LinearInput::kO, attn, t, c.q_dim());
-  kernels::linear(pool_, x, attn, w.wo, t, ptr_or_null(w.bo), /*accumulate=*/true);
+  row_parallel_add(x, attn, w.wo, w.bo, t);
 }
 
 void Decoder::mlp_block(int l, int64_t t, float* x) {
@@ -177,7 +233,7 @@ void Decoder::mlp_block(int l, int64_t t, float* x) {
     kernels::gelu_tanh(up, up, t * c.intermediate_size);
   }
   observe(l, LinearInput::kDown, up, t, c.intermediate_size);
-  kernels::linear(pool_, x, up, w.w_down, t, ptr_or_null(w.b_down), /*accumulate=*/true);
+  row_parallel_add(x, up, w.w_down, w.b_down, t);
 }
 
 void Decoder::forward(const ForwardBatch& batch, KvCache& cache, std::vector<float>& logits,
@@ -206,14 +262,14 @@ void Decoder::forward(const ForwardBatch& batch, KvCache& cache, std::vector<flo
   }
   // Final norm and lm_head only for the rows whose logits are wanted.
   const int64_t rows = static_cast<int64_t>(batch.logit_rows.size());
-  logits.resize(static_cast<size_t>(rows * c.vocab_size));
+  logits.resize(static_cast<size_t>(rows * vocab_size()));
   if (rows == 0) return;
   float* h = static_cast<float*>(h_.data());
   for (int64_t r = 0; r < rows; ++r)
     std::memcpy(h + r * c.hidden_size, x + batch.logit_rows[static_cast<size_t>(r)] * c.hidden_size,
                 static_cast<size_t>(c.hidden_size) * sizeof(float));
   norm(h, h, weights_.final_norm, weights_.final_norm_bias, rows);
-  kernels::linear(pool_, logits.data(), h, weights_.lm_head, rows);
+  lm_head(logits, h, rows);
 }
 
 }  // namespace lmstack::model

@@ -18,6 +18,7 @@
 #include "lmstack/model/kv_cache.h"
 #include "lmstack/model/mla.h"
 #include "lmstack/model/moe.h"
+#include "lmstack/model/tensor_parallel_group.h"
 #include "lmstack/model/weights.h"
 
 namespace lmstack::model {
@@ -82,6 +83,13 @@ class Decoder {
   void set_router_observer(RouterObserver fn) { router_observer_ = std::move(fn); }
   // MoE counters since construction (expert bytes read, tokens per expert); zero for dense models.
   const MoeStats& moe_stats() const { return moe_stats_; }
+  // Tensor parallelism (tp_inference.h): config and weights are this rank's slice; the forward
+  // all-reduces the row-parallel outputs and the embedding and gathers the logits' vocabulary
+  // slices through `group`'s hooks. Logits then have vocab_size() = T x the local vocabulary.
+  void set_tensor_parallel(TensorParallelGroup group) { tp_ = std::move(group); }
+  const TensorParallelGroup& tensor_parallel() const { return tp_; }
+  // Columns of the logits forward returns (the whole vocabulary, also under TP).
+  int vocab_size() const { return config_.vocab_size * tp_.size; }
   // MLA: which form of attention each sequence uses (kAuto: absorbed for decode rows).
   void set_mla_mode(MlaMode mode) { mla_.mode = mode; }
 
@@ -94,6 +102,9 @@ class Decoder {
   void embed(const ForwardBatch& batch, float* x);
   void attention_block(int layer, const ForwardBatch& batch, KvCache& cache, float* x);
   void mlp_block(int layer, int64_t tokens, float* x);
+  void embed_vocab_parallel(const ForwardBatch& batch, float* x);
+  void row_parallel_add(float* x, const float* in, const Tensor& w, const Tensor& bias, int64_t t);
+  void lm_head(std::vector<float>& logits, const float* h, int64_t rows);
   void norm(float* y, const float* x, const Tensor& weight, const Tensor& bias, int64_t rows);
   void observe(int layer, LinearInput site, const float* x, int64_t rows, int64_t width) {
     if (observer_) observer_(layer, site, x, rows, width);
@@ -110,6 +121,8 @@ class Decoder {
   MoeScratch moe_scratch_;
   MoeStats moe_stats_;
   MlaState mla_;
+  TensorParallelGroup tp_;
+  std::vector<float> tp_local_logits_, tp_gathered_;
 };
 
 }  // namespace lmstack::model

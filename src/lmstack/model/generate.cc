@@ -36,7 +36,13 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt, const Sam
   std::vector<float> logits;
   Sampler sampler(params);
   StopMatcher stops(params.stop);
-  const int vocab = config_.vocab_size;
+  const int vocab = decoder_.vocab_size();
+  const TensorParallelGroup& tp = decoder_.tensor_parallel();
+  // Under TP rank 0 decides (sampling, cancellation); the other ranks follow its choice.
+  const auto agree = [&](int32_t value) {
+    if (tp.enabled()) tp.broadcast_i32(&value, 1);
+    return value;
+  };
 
   // Reuse the KV of the common prefix, but always compute at least the last prompt token.
   size_t cached = 0;
@@ -73,7 +79,7 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt, const Sam
     }
     GeneratedToken gen;
     gen.sample = sampler.sample(next, history);
-    gen.token = gen.sample.token;
+    gen.token = gen.sample.token = agree(gen.sample.token);
     if (!params.ignore_eos &&
         std::find(eos_ids.begin(), eos_ids.end(), gen.token) != eos_ids.end()) {
       result.finish_reason = "stop";
@@ -83,7 +89,7 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt, const Sam
     result.tokens.push_back(gen.token);
     gen.text = stops.push(cb.detokenize ? cb.detokenize(gen.token) : "");
     result.text += gen.text;
-    const bool keep_going = !cb.on_token || cb.on_token(gen);
+    const bool keep_going = agree(!cb.on_token || cb.on_token(gen) ? 1 : 0) != 0;
     if (stops.stopped()) {
       result.finish_reason = "stop";
       break;

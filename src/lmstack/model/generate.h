@@ -58,6 +58,12 @@ class Generator {
   GenerateResult generate(const std::vector<int32_t>& prompt, const SamplingParams& params,
                           const std::vector<int32_t>& eos_ids, const GenerateCallbacks& callbacks);
 
+  // Tensor parallelism (tp_inference.h): config and weights are this rank's slice. Every rank
+  // calls generate with the same prompt and parameters; rank 0's sampled token and its
+  // on_token verdict are broadcast, so all ranks run the same steps and return the same tokens.
+  void set_tensor_parallel(const TensorParallelGroup& group) {
+    decoder_.set_tensor_parallel(group);
+  }
   // Forgets the cached sequence (the next call prefills everything).
   void reset() { cached_tokens_.clear(); }
   // Tokens whose KV is in the cache (positions 0..n-1).

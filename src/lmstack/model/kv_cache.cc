@@ -1,6 +1,8 @@
 // Paged KV pools and a simple block free list (see kv_cache.h).
 #include "lmstack/model/kv_cache.h"
 
+#include <cstring>
+
 #include "lmstack/core/error.h"
 
 namespace lmstack::model {
@@ -43,6 +45,19 @@ kernels::PagedKv KvCache::layer(int index) {
   kv.kv_heads = kv_heads_;
   kv.head_dim = head_dim_;
   return kv;
+}
+
+void KvCache::copy_block(int64_t src, int64_t dst) {
+  LMSTACK_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < num_blocks_,
+                "block copy {} -> {} outside the {} blocks", src, dst, num_blocks_);
+  const size_t floats = static_cast<size_t>(block_size_) * kv_heads_ * head_dim_;
+  for (size_t l = 0; l < k_.size(); ++l) {
+    float* k = static_cast<float*>(k_[l].data());
+    std::memcpy(k + dst * floats, k + src * floats, floats * sizeof(float));
+    if (shared_kv_) continue;
+    float* v = static_cast<float*>(v_[l].data());
+    std::memcpy(v + dst * floats, v + src * floats, floats * sizeof(float));
+  }
 }
 
 BlockPool::BlockPool(int64_t num_blocks) {

@@ -30,6 +30,8 @@ class KvCache {
   static int64_t bytes_per_token(const ModelConfig& config);
 
   kernels::PagedKv layer(int index);
+  // Copies block `src`'s K and V rows of every layer into block `dst` (copy on write).
+  void copy_block(int64_t src, int64_t dst);
   int64_t num_blocks() const { return num_blocks_; }
   int block_size() const { return block_size_; }
   int64_t bytes() const { return bytes_; }

@@ -70,9 +70,9 @@ void Engine::validate(const EngineRequest& r) const {
   if (r.n < 1 || r.n > kMaxChoices)
     throw_error<RequestError>("n: {} is outside [1, {}]", r.n, kMaxChoices);
   for (size_t i = 0; i < r.prompt.size(); ++i)
-    if (r.prompt[i] < 0 || r.prompt[i] >= config_.vocab_size)
+    if (r.prompt[i] < 0 || r.prompt[i] >= decoder_.vocab_size())
       throw_error<RequestError>("prompt: token {} at position {} is outside the vocabulary of {}",
-                                r.prompt[i], i, config_.vocab_size);
+                                r.prompt[i], i, decoder_.vocab_size());
   const int64_t total = static_cast<int64_t>(r.prompt.size()) + r.params.max_tokens;
   if (total > max_context_)
     throw_error<RequestError>(
@@ -133,14 +133,8 @@ void Engine::cancel_requests() {
 }
 
 void Engine::copy_blocks(const StepPlan& plan) {
-  for (int l = 0; l < config_.num_layers; ++l) {
-    const kernels::PagedKv kv = kv_.layer(l);
-    const size_t block_floats = static_cast<size_t>(kv.block_size) * kv.kv_heads * kv.head_dim;
-    for (auto [src, dst] : plan.copies) {
-      std::memcpy(kv.k + dst * block_floats, kv.k + src * block_floats, block_floats * 4);
-      std::memcpy(kv.v + dst * block_floats, kv.v + src * block_floats, block_floats * 4);
-    }
-  }
+  if (tp_.enabled() && !plan.copies.empty()) model::tp_send_block_copies(tp_, plan.copies);
+  for (auto [src, dst] : plan.copies) kv_.copy_block(src, dst);
 }
 
 void Engine::run_plan(const StepPlan& plan) {
@@ -155,9 +149,10 @@ void Engine::run_plan(const StepPlan& plan) {
     prompt_tokens += std::max(
         0, std::min(seq.num_prompt_tokens, seq.num_computed + s.num_new_tokens) - seq.num_computed);
   }
+  if (tp_.enabled()) model::tp_send_batch(tp_, batch);
   decoder_.forward(batch, kv_, logits_);
   scheduler_.commit(plan);
-  const size_t vocab = static_cast<size_t>(config_.vocab_size);
+  const size_t vocab = static_cast<size_t>(decoder_.vocab_size());
   size_t row = 0;
   int64_t generated = 0;
   for (const ScheduledSeq& s : plan.seqs) {
@@ -373,6 +368,7 @@ void Engine::warmup() {
   model::ForwardBatch batch;
   batch.add_sequence(std::vector<int32_t>(static_cast<size_t>(tokens), 0), 0, table,
                      options_.block_size, true);
+  if (tp_.enabled()) model::tp_send_batch(tp_, batch);
   decoder_.forward(batch, kv_, logits_);
 }
 

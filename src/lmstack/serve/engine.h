@@ -23,6 +23,7 @@
 #include "lmstack/core/thread_pool.h"
 #include "lmstack/model/decoder.h"
 #include "lmstack/model/kv_cache.h"
+#include "lmstack/model/tp_inference.h"
 #include "lmstack/serve/block_manager.h"
 #include "lmstack/serve/metrics.h"
 #include "lmstack/serve/prefix_cache.h"
@@ -75,6 +76,14 @@ class Engine {
   // allocated (and counted in the memory ledger) before serving. Before start() only.
   void warmup();
 
+  // Tensor parallelism (model/tp_inference.h) on rank 0: config and weights are its slice,
+  // and every forward and KV block copy is first sent to the other ranks, which run them in
+  // model::tp_follow on caches of the same num_blocks. Before start() or warmup().
+  void set_tensor_parallel(const model::TensorParallelGroup& group) {
+    tp_ = group;
+    decoder_.set_tensor_parallel(group);
+  }
+
   Metrics& metrics() { return metrics_; }
   const model::ModelConfig& config() const { return config_; }
   const EngineOptions& options() const { return options_; }
@@ -110,6 +119,7 @@ class Engine {
   int max_context_;
   model::Decoder decoder_;
   model::KvCache kv_;
+  model::TensorParallelGroup tp_;
   BlockManager blocks_;
   std::unique_ptr<PrefixCache> cache_;
   Scheduler scheduler_;
