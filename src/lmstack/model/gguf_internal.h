@@ -12,6 +12,10 @@
 
 namespace lmstack::model::gguf_detail {
 
+// llama.cpp's general.architecture for `a` ("llama" for Mistral and Mixtral, "deepseek2" for
+// DeepSeek-V2 and V3).
+const char* gguf_arch_name(Arch a);
+
 // "blk.<i>.<suffix>", llama.cpp's per-layer tensor name.
 inline std::string blk(int i, const char* suffix) {
   return "blk." + std::to_string(i) + "." + suffix;

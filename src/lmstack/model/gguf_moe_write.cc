@@ -16,20 +16,6 @@
 namespace lmstack::model::gguf_detail {
 namespace {
 
-const char* moe_arch_name(Arch a) {
-  switch (a) {
-    case Arch::kQwen2Moe:
-      return "qwen2moe";
-    case Arch::kQwen3Moe:
-      return "qwen3moe";
-    case Arch::kDeepseekV2:
-    case Arch::kDeepseekV3:
-      return "deepseek2";
-    default:
-      return "llama";  // Mixtral: llama.cpp's llama with experts
-  }
-}
-
 void write_deepseek_keys(GgufWriter& w, const std::string& a, const ModelConfig& c) {
   const MlaConfig& m = c.mla;
   const MoeConfig& e = c.moe;
@@ -132,7 +118,7 @@ void add_mla_attention(GgufWriter& w, MatrixConverter& conv, const ModelConfig& 
 }  // namespace
 
 void write_moe_mla_keys(GgufWriter& w, const ModelConfig& c) {
-  const std::string a = moe_arch_name(c.arch);
+  const std::string a = gguf_arch_name(c.arch);
   const MoeConfig& e = c.moe;
   if (c.mla.enabled()) {
     write_deepseek_keys(w, a, c);

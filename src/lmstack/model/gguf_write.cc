@@ -15,30 +15,6 @@
 namespace lmstack::model {
 namespace {
 
-const char* gguf_arch_name(Arch a) {
-  switch (a) {
-    case Arch::kLlama:
-    case Arch::kMistral:
-      return "llama";
-    case Arch::kQwen2:
-      return "qwen2";
-    case Arch::kQwen3:
-      return "qwen3";
-    case Arch::kGpt2:
-      return "gpt2";
-    case Arch::kMixtral:  // llama.cpp runs Mixtral as llama with experts
-      return "llama";
-    case Arch::kQwen2Moe:
-      return "qwen2moe";
-    case Arch::kQwen3Moe:
-      return "qwen3moe";
-    case Arch::kDeepseekV2:
-    case Arch::kDeepseekV3:
-      return "deepseek2";
-  }
-  return "llama";
-}
-
 // llama.cpp's llama_ftype for a file whose matrices are `t` (LLAMA_FTYPE_ALL_F32 = 0,
 // MOSTLY_F16 = 1, MOSTLY_Q4_0 = 2, MOSTLY_Q8_0 = 7, MOSTLY_Q4_K_S = 14, MOSTLY_Q6_K = 18,
 // MOSTLY_BF16 = 32).
@@ -77,7 +53,7 @@ void write_sliding_window(GgufWriter& w, const std::string& a, const ModelConfig
 }
 
 void write_config_keys(GgufWriter& w, const ModelConfig& c, const GgufWriteOptions& o) {
-  const std::string a = gguf_arch_name(c.arch);
+  const std::string a = gguf_detail::gguf_arch_name(c.arch);
   w.set("general.architecture", GgufValue::string(a));
   w.set("general.name", GgufValue::string(o.name.empty() ? c.architecture : o.name));
   w.set("general.file_type", GgufValue::u32(file_type(o.matrix_dtype)));
@@ -111,6 +87,30 @@ void write_config_keys(GgufWriter& w, const ModelConfig& c, const GgufWriteOptio
 }  // namespace
 
 namespace gguf_detail {
+
+const char* gguf_arch_name(Arch a) {
+  switch (a) {
+    case Arch::kLlama:
+    case Arch::kMistral:
+      return "llama";
+    case Arch::kQwen2:
+      return "qwen2";
+    case Arch::kQwen3:
+      return "qwen3";
+    case Arch::kGpt2:
+      return "gpt2";
+    case Arch::kMixtral:  // llama.cpp runs Mixtral as llama with experts
+      return "llama";
+    case Arch::kQwen2Moe:
+      return "qwen2moe";
+    case Arch::kQwen3Moe:
+      return "qwen3moe";
+    case Arch::kDeepseekV2:
+    case Arch::kDeepseekV3:
+      return "deepseek2";
+  }
+  return "llama";
+}
 
 Tensor MatrixConverter::operator()(const Tensor& t, const std::string& name) {
   DType to = target_;
@@ -194,7 +194,7 @@ void add_llama_layer(GgufWriter& w, MatrixConverter& conv, const ModelConfig& c,
     return;
   }
   gguf_detail::add_llama_attention(w, conv, c, i, l,
-                                   gguf_arch_name(c.arch) == std::string("llama"));
+                                   gguf_detail::gguf_arch_name(c.arch) == std::string("llama"));
   w.add_tensor(blk(i, "ffn_norm.weight"), as_f32(l.mlp_norm));
   mat("ffn_gate.weight", l.w_gate);
   mat("ffn_up.weight", l.w_up);
