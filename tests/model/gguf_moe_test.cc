@@ -23,6 +23,8 @@
 namespace lmstack::model {
 namespace {
 
+using test_logits::rel_rms;
+
 const char* kRegenerate = "regenerate: tools/ref/gen_gguf_moe_golden.py (docstring)";
 
 std::string case_dir(const std::string& name) {
@@ -60,15 +62,6 @@ std::map<std::string, std::string> arch_keys(const GgufFile& f) {
                (real ? std::to_string(static_cast<float>(v.number)) : std::to_string(v.integer));
   }
   return out;
-}
-
-double rel_rms(const std::vector<float>& a, const std::vector<float>& b) {
-  double e = 0, n = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    e += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    n += double(b[i]) * b[i];
-  }
-  return std::sqrt(e / n);
 }
 
 // Every tensor of `mine` equals the golden's: name, ne, type and bytes.

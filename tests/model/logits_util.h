@@ -2,6 +2,7 @@
 // loading or storing the same model (GGUF vs directory, quantized vs f32).
 #pragma once
 
+#include <cmath>
 #include <numeric>
 #include <vector>
 
@@ -10,6 +11,16 @@
 #include "lmstack/model/kv_cache.h"
 
 namespace lmstack::model::test_logits {
+
+// ||a - b|| / ||b||: the relative RMS error of `a` against the reference `b`.
+inline double rel_rms(const std::vector<float>& a, const std::vector<float>& b) {
+  double e = 0, n = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    e += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    n += double(b[i]) * b[i];
+  }
+  return std::sqrt(e / n);
+}
 
 // Logits of every position of `tokens` as one sequence (16-token KV blocks, 2 threads).
 inline std::vector<float> logits_of(const ModelConfig& c, const ModelWeights& w,

@@ -21,6 +21,8 @@
 namespace lmstack::model {
 namespace {
 
+using test_logits::rel_rms;
+
 ModelDir make_model(const std::string& preset) {
   Json j = find_model_preset(preset, "").config;
   j["hidden_size"] = 256;  // q4_K's 256-element blocks fit the hidden width
@@ -61,15 +63,6 @@ ModelWeights dequantized(const ModelWeights& w) {
     }
   }
   return out;
-}
-
-double rel_rms(const std::vector<float>& a, const std::vector<float>& b) {
-  double e = 0, n = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    e += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    n += double(b[i]) * b[i];
-  }
-  return std::sqrt(e / n);
 }
 
 bool same_bytes(const Tensor& got, const Tensor& src, DType type, ThreadPool& pool) {

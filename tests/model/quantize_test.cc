@@ -23,6 +23,8 @@
 namespace lmstack::model {
 namespace {
 
+using test_logits::rel_rms;
+
 // A seeded random model of preset `preset` (with K widths overridden when given) in `dir`.
 ModelDir make_model(const std::string& name, const std::string& preset, DType dtype, int hidden = 0,
                     int intermediate = 0) {
@@ -48,15 +50,6 @@ std::vector<int32_t> some_tokens(int n, int vocab, uint32_t seed) {
 }
 
 using test_logits::logits_of;
-
-double rel_rms(const std::vector<float>& a, const std::vector<float>& b) {
-  double e = 0, n = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    e += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    n += double(b[i]) * b[i];
-  }
-  return std::sqrt(e / n);
-}
 
 // Every quantized matrix replaced by its f32 dequantization (kernels::dequantize_rows).
 ModelWeights dequantized(const ModelWeights& w) {

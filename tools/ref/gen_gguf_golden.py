@@ -18,7 +18,6 @@ import io
 import json
 import math
 import os
-import struct
 import subprocess
 import tempfile
 
@@ -26,6 +25,9 @@ import numpy as np
 import gguf
 import sentencepiece as spm
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+# The safetensors reader and llama.cpp's Q/K permutation, shared with the MoE goldens.
+from gen_gguf_moe_golden import permute, read_safetensors
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "tests/data/model/gguf")
@@ -46,22 +48,6 @@ SAMPLES = [
 ]
 
 
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    base = 8 + n
-    out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        assert e["dtype"] == "F32", (name, e["dtype"])
-        b, t = e["data_offsets"]
-        out[name] = np.frombuffer(data[base + b:base + t], dtype=np.float32).reshape(e["shape"])
-    return out
-
-
 def init_model(lmstack, config, tmp, name, tokenizer=None):
     d = os.path.join(tmp, name)
     cfg_path = os.path.join(tmp, name + ".in.json")
@@ -75,12 +61,6 @@ def init_model(lmstack, config, tmp, name, tokenizer=None):
     with open(os.path.join(d, "config.json")) as f:
         written = json.load(f)
     return written, read_safetensors(os.path.join(d, "model.safetensors"))
-
-
-def permute(w, n_head):
-    """convert_hf_to_gguf.py LlamaModel.permute: halves -> interleaved pairs per head."""
-    return (w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
-            .swapaxes(1, 2).reshape(w.shape))
 
 
 def llama3_factors(cfg):
