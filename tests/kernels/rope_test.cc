@@ -46,6 +46,25 @@ TEST(RopeInvFreq, Llama3MatchesNumpy) {
   EXPECT_TRUE(test::all_close(f, want, 2e-6, 0));
 }
 
+TEST(RopeInvFreq, YarnMatchesTransformers) {
+  // DeepSeek-V2-Lite's RoPE: rotary dim 64, theta 10000, yarn factor 40, original 4096, beta
+  // 32 / 1; transformers 4.57.6's _compute_yarn_parameters (float32 torch). The ramp runs from
+  // dim 10 to 23: below it the frequencies are kept, above it divided by 40.
+  const std::vector<float> want = {
+      1.000000000e+00, 7.498942018e-01, 5.623413324e-01, 4.216965139e-01, 3.162277639e-01,
+      2.371373624e-01, 1.778279394e-01, 1.333521456e-01, 1.000000015e-01, 7.498941571e-02,
+      5.623412877e-02, 3.900692612e-02, 2.687936090e-02, 1.837814413e-02, 1.244795602e-02,
+      8.334509097e-03, 5.500000436e-03, 3.561997321e-03, 2.249365207e-03, 1.370513462e-03,
+      7.905694074e-04, 4.149904125e-04, 1.778279402e-04, 3.333803397e-05, 2.499999937e-05,
+      1.874735426e-05, 1.405853254e-05, 1.054241238e-05, 7.905694474e-06, 5.928434348e-06,
+      4.445698323e-06, 3.333803534e-06};
+  std::vector<float> f(32);
+  rope_inv_freq_yarn(f.data(), 64, 10000.0f, 40, 4096, 32, 1, true);
+  EXPECT_TRUE(test::all_close(f, want, 2e-6, 0));
+  EXPECT_THROW(rope_inv_freq_yarn(f.data(), 64, 1e4f, 40, 0, 32, 1, true), ConfigError);
+  EXPECT_THROW(rope_inv_freq_yarn(f.data(), 64, 1e4f, -1, 4096, 32, 1, true), ConfigError);
+}
+
 TEST(RopeInvFreq, RejectsBadConfig) {
   std::vector<float> f(8);
   EXPECT_THROW(rope_inv_freq(f.data(), 8, 1e4f, "yarn", 2, 0, 0, 0), ConfigError);

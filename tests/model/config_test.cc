@@ -174,8 +174,9 @@ TEST(Config, BadShapesAndFieldsAreNamed) {
       {"hidden_size", "big", "'hidden_size' has the wrong type"},
       {"vocab_size", -3, "'vocab_size' must be positive"},
       {"eos_token_id", "x", "eos_token_id"},
-      {"rope_scaling", Json{{"rope_type", "yarn"}, {"factor", 4}},
-       "'rope_scaling.rope_type' is 'yarn'"},
+      {"rope_scaling", Json{{"rope_type", "dynamic"}, {"factor", 4}},
+       "'rope_scaling.rope_type' is 'dynamic'"},
+      {"rope_scaling", Json{{"rope_type", "yarn"}}, "'factor'"},
       {"rope_scaling", Json{{"rope_type", "llama3"}, {"factor", 8}}, "low_freq_factor"},
       {"torch_dtype", "int8", "torch_dtype 'int8'"},
       {"hidden_act", "gelu", "hidden_act 'gelu'"},
@@ -238,7 +239,7 @@ TEST(Config, Transformers5RopeParametersReadLikeTheOldLayout) {
 }
 
 TEST(Config, UnimplementedRopeTypesAreRefusedByName) {
-  for (const char* type : {"yarn", "dynamic", "longrope", "su", "mrope", "proportional"}) {
+  for (const char* type : {"dynamic", "longrope", "su", "mrope", "proportional"}) {
     Json j = as_transformers5(llama32_1b());
     j["rope_parameters"] = {{"rope_type", type}, {"rope_theta", 1e6}, {"factor", 4.0}};
     const std::string e = error_of(j);

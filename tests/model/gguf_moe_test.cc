@@ -203,8 +203,8 @@ void expect_refused(const std::string& path, const std::string& what) {
 
 TEST(GgufMoeErrors, UnsupportedKeysAreRefusedByName) {
   expect_refused(
-      with_key("deepseek_v3_bf16", "deepseek2.rope.scaling.type", GgufValue::string("yarn")),
-      "'yarn' is not supported");
+      with_key("deepseek_v3_bf16", "deepseek2.rope.scaling.type", GgufValue::string("longrope")),
+      "'longrope' is not supported");
   expect_refused(with_key("deepseek_v3_bf16", "deepseek2.nextn_predict_layers", GgufValue::u32(1)),
                  "'deepseek2.nextn_predict_layers' is not supported");
   expect_refused(

@@ -208,7 +208,7 @@ TEST(MoeCompatErrors, BadRoutingFieldsAreRefusedByName) {
   d["topk_method"] = "noaux_tc";
   EXPECT_THROW((void)ModelConfig::from_json(d, "v2.json"), ConfigError);
   Json y = read_json_file(case_dir("deepseek_v3") + "/tf457/config.json");
-  y["rope_scaling"] = {{"type", "yarn"}, {"factor", 40.0}};
+  y["rope_scaling"] = {{"type", "dynamic"}, {"factor", 40.0}};
   EXPECT_THROW((void)ModelConfig::from_json(y, "v3.json"), ConfigError);
 }
 

@@ -67,6 +67,13 @@ void rope(float* x, const int32_t* positions, int64_t tokens, int heads, int hea
 void rope_inv_freq(float* inv_freq, int rotary_dim, float theta, const char* scaling_type,
                    float factor, float low_freq_factor, float high_freq_factor,
                    int original_max_position);
+// YaRN (Peng et al. 2023, §3.2 "NTK-by-parts"), as transformers computes it: with
+// f_i = theta^(-2i/rotary_dim), inv_freq[i] = f_i/factor · r_i + f_i · (1 - r_i), where the
+// ramp r_i rises from 0 to 1 between the dims that make beta_fast and beta_slow rotations over
+// original_max_position (dims floored/ceiled when truncate), clamped to [0, rotary_dim - 1].
+void rope_inv_freq_yarn(float* inv_freq, int rotary_dim, float theta, float factor,
+                        int original_max_position, float beta_fast, float beta_slow,
+                        bool truncate);
 
 // ---- activations and elementwise ------------------------------------------------------
 

@@ -2,6 +2,7 @@
 // table with its scalings, the scalar reference rotation, the variant table and dispatch.
 // Angles follow Hugging Face: angle = f32(position) * inv_freq in f32, then cos/sin (here in
 // double, rounded once), out = x·cos + rotate(x)·sin with the pair convention of RopeStyle.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numbers>
@@ -162,6 +163,35 @@ void rope_inv_freq(float* inv_freq, int rotary_dim, float theta, const char* sca
     if (type == "llama3")
       f = llama3_scale(f, factor, low_freq_factor, high_freq_factor, original_max_position);
     inv_freq[i] = static_cast<float>(f);
+  }
+}
+
+void rope_inv_freq_yarn(float* inv_freq, int rotary_dim, float theta, float factor,
+                        int original_max_position, float beta_fast, float beta_slow,
+                        bool truncate) {
+  if (rotary_dim <= 0 || rotary_dim % 2 != 0)
+    throw_error<ConfigError>("rope: rotary dimension {} must be positive and even", rotary_dim);
+  if (!(factor > 0) || original_max_position <= 0 || !(beta_fast > 0) || !(beta_slow > 0) ||
+      !(theta > 1))
+    throw_error<ConfigError>(
+        "rope_scaling yarn: need factor ({}), original_max_position_embeddings ({}), beta_fast "
+        "({}), beta_slow ({}) > 0 and rope_theta ({}) > 1",
+        factor, original_max_position, beta_fast, beta_slow, theta);
+  const double dim = rotary_dim, base = theta;
+  // The dim whose wavelength makes `rotations` turns over the original context (YaRN eq. 17).
+  const auto correction_dim = [&](double rotations) {
+    return dim * std::log(original_max_position / (rotations * 2 * std::numbers::pi)) /
+           (2 * std::log(base));
+  };
+  double low = correction_dim(beta_fast), high = correction_dim(beta_slow);
+  if (truncate) low = std::floor(low), high = std::ceil(high);
+  low = std::max(low, 0.0);
+  high = std::min(high, dim - 1);
+  if (low == high) high += 0.001;  // transformers' guard against a zero-width ramp
+  for (int i = 0; i < rotary_dim / 2; ++i) {
+    const double f = 1.0 / std::pow(base, 2.0 * i / dim);
+    const double ramp = std::clamp((i - low) / (high - low), 0.0, 1.0);
+    inv_freq[i] = static_cast<float>(f / factor * ramp + f * (1 - ramp));
   }
 }
 

@@ -42,9 +42,35 @@ std::vector<int> parse_eos(const Json& j, const std::string& src) {
   throw_error<ConfigError>("{}: field 'eos_token_id' must be an int or a list of ints", src);
 }
 
+// YaRN's fields as transformers reads them (modeling_rope_utils._compute_yarn_parameters): a
+// null or absent optional field takes its default; factor is required (5.x derives a null one
+// from max_position_embeddings / original_max_position_embeddings, which lmstack refuses rather
+// than guess, since max_position_embeddings is parsed later).
+void parse_yarn(const Json& s, const std::string& field_src, RopeScaling& r) {
+  const auto opt = [&](const char* key, float fallback) {
+    return s.contains(key) && !s[key].is_null() ? require<float>(s, key, field_src) : fallback;
+  };
+  r.factor = require<float>(s, "factor", field_src);
+  r.original_max_position = s.contains("original_max_position_embeddings") &&
+                                    !s["original_max_position_embeddings"].is_null()
+                                ? require<int>(s, "original_max_position_embeddings", field_src)
+                                : 0;
+  r.beta_fast = opt("beta_fast", 0.0f);
+  r.beta_slow = opt("beta_slow", 0.0f);
+  r.mscale = opt("mscale", 0.0f);
+  r.mscale_all_dim = opt("mscale_all_dim", 0.0f);
+  r.attention_factor = opt("attention_factor", 0.0f);
+  r.truncate = optional<bool>(s, "truncate", true, field_src);
+  if (r.original_max_position < 0 || r.beta_fast < 0 || r.beta_slow < 0 || r.attention_factor < 0)
+    throw_error<ConfigError>(
+        "{}: yarn original_max_position_embeddings, beta_fast, beta_slow and attention_factor "
+        "must not be negative",
+        field_src);
+}
+
 // One RoPE description: transformers < 5's "rope_scaling" or transformers >= 5's
 // "rope_parameters" (which also carries rope_theta). `field` names it in errors. A type lmstack
-// does not implement (yarn, dynamic, longrope, ...) is refused by name, never defaulted.
+// does not implement (dynamic, longrope, ...) is refused by name, never defaulted.
 RopeScaling parse_rope_object(const Json& s, const std::string& field, const std::string& src) {
   RopeScaling r;
   if (!s.is_object()) throw_error<ConfigError>("{}: field '{}' must be an object", src, field);
@@ -65,10 +91,12 @@ RopeScaling parse_rope_object(const Json& s, const std::string& field, const std
     if (r.high_freq_factor <= r.low_freq_factor)
       throw_error<ConfigError>("{}: high_freq_factor {} must exceed low_freq_factor {}", field_src,
                                r.high_freq_factor, r.low_freq_factor);
+  } else if (r.type == "yarn") {
+    parse_yarn(s, field_src, r);
   } else {
     throw_error<ConfigError>(
         "{}: field '{}.rope_type' is '{}', which lmstack does not implement (supported: default, "
-        "linear, llama3)",
+        "linear, llama3, yarn)",
         src, field, r.type);
   }
   if (r.factor <= 0) throw_error<ConfigError>("{}: factor must be positive", field_src);
@@ -107,6 +135,19 @@ Json rope_scaling_json(const RopeScaling& r) {
     s["low_freq_factor"] = r.low_freq_factor;
     s["high_freq_factor"] = r.high_freq_factor;
     s["original_max_position_embeddings"] = r.original_max_position;
+  }
+  if (r.type == "yarn") {
+    if (r.original_max_position > 0)
+      s["original_max_position_embeddings"] = r.original_max_position;
+    const auto put = [&](const char* key, float v) {
+      if (v != 0.0f) s[key] = v;
+    };
+    put("beta_fast", r.beta_fast);
+    put("beta_slow", r.beta_slow);
+    put("mscale", r.mscale);
+    put("mscale_all_dim", r.mscale_all_dim);
+    put("attention_factor", r.attention_factor);
+    if (!r.truncate) s["truncate"] = false;
   }
   return s;
 }

@@ -31,13 +31,20 @@ enum class MlpKind : uint8_t { kSwiGlu, kGeluTanh };  // gate/up/down vs fc/proj
 
 // rope_scaling (transformers < 5) or rope_parameters (>= 5) from config.json. "default" = no
 // scaling; "llama3" = Llama 3.1's frequency- dependent scaling; "linear" = positions divided by
-// factor.
+// factor; "yarn" = YaRN (Peng et al. 2023): frequencies blended between interpolated and
+// extrapolated over a ramp set by beta_fast/beta_slow, cos/sin scaled by an attention factor
+// (model/rope_scaling.h derives the tables and scales).
 struct RopeScaling {
   std::string type = "default";
   float factor = 1.0f;
   float low_freq_factor = 1.0f;
   float high_freq_factor = 4.0f;
-  int original_max_position = 8192;
+  int original_max_position = 8192;  // yarn: 0 = max_position_embeddings (transformers 4.x)
+  // YaRN only; 0 = absent (transformers' `or` defaults: beta_fast 32, beta_slow 1).
+  float beta_fast = 0.0f, beta_slow = 0.0f;
+  float mscale = 0.0f, mscale_all_dim = 0.0f;
+  float attention_factor = 0.0f;  // 0: derived from factor, mscale, mscale_all_dim
+  bool truncate = true;
 };
 
 struct ModelConfig {

@@ -11,6 +11,7 @@
 #include "lmstack/core/error.h"
 #include "lmstack/core/timer.h"
 #include "lmstack/kernels/ops.h"
+#include "lmstack/model/rope_scaling.h"
 
 namespace lmstack::model {
 namespace {
@@ -57,11 +58,7 @@ void ForwardBatch::add_sequence(const std::vector<int32_t>& new_tokens, int num_
 Decoder::Decoder(const ModelConfig& config, const ModelWeights& weights, ThreadPool& pool)
     : config_(config), weights_(weights), pool_(pool) {
   if (!config.learned_positions) {
-    inv_freq_.resize(static_cast<size_t>(config.head_dim / 2));
-    const RopeScaling& s = config.rope_scaling;
-    kernels::rope_inv_freq(inv_freq_.data(), config.head_dim, config.rope_theta, s.type.c_str(),
-                           s.factor, s.low_freq_factor, s.high_freq_factor,
-                           s.original_max_position);
+    inv_freq_ = rope_inv_freq(config);
   }
   moe_stats_.tokens_per_expert.assign(
       static_cast<size_t>(config.num_layers) * static_cast<size_t>(config.moe.num_experts), 0);
@@ -206,7 +203,7 @@ void Decoder::attention_block(int l, const ForwardBatch& batch, KvCache& cache, 
   ab.block_table = batch.block_table.data();
   ab.max_blocks_per_seq = batch.max_blocks_per_seq;
   ab.window = c.attention_window(l);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const float scale = attention_scale(c);
   kernels::paged_attention(pool_, attn, q, kv, ab, c.num_heads, scale);
   observe(l, LinearInput::kO, attn, t, c.q_dim());
   row_parallel_add(x, attn, w.wo, w.bo, t);

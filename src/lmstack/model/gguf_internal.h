@@ -82,6 +82,12 @@ void add_llama_attention(GgufWriter& w, MatrixConverter& conv, const ModelConfig
 // In gguf_moe_write.cc: the keys and per-layer tensors of an MoE / MLA model as
 // convert_hf_to_gguf.py writes them (called after the dense keys, which some replace).
 void write_moe_mla_keys(GgufWriter& w, const ModelConfig& c);
+
+// RoPE scaling <-> `<arch>.rope.scaling.*` keys (gguf_yarn.cc): linear and yarn; the writer
+// refuses a yarn form llama.cpp would read differently; the reader returns a config.json
+// rope_scaling object (null for none).
+void write_rope_scaling_keys(GgufWriter& w, const std::string& a, const ModelConfig& c);
+Json rope_scaling_from_gguf(const GgufFile& f, const std::string& a);
 void add_moe_mla_layer(GgufWriter& w, MatrixConverter& conv, const ModelConfig& c, int i,
                        const LayerWeights& l);
 

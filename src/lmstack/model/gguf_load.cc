@@ -65,14 +65,7 @@ void llama_fields(const GgufFile& f, const std::string& a, Json& j) {
         "embeddings are not supported)",
         f.path(), a, f.get_int(a + ".rope.dimension_count"), head_dim);
   j["head_dim"] = head_dim;
-  const std::string scaling = f.get_string(a + ".rope.scaling.type", "none");
-  if (scaling == "linear") {
-    j["rope_scaling"] = {{"rope_type", "linear"},
-                         {"factor", f.get_float(a + ".rope.scaling.factor")}};
-  } else if (scaling != "none") {
-    throw_error<ConfigError>("{}: {}.rope.scaling.type '{}' is not supported (none, linear)",
-                             f.path(), a, scaling);
-  }
+  j["rope_scaling"] = gguf_detail::rope_scaling_from_gguf(f, a);
 }
 
 void gpt2_fields(const GgufFile& f, const std::string& a, Json& j) {

@@ -24,7 +24,7 @@ namespace lmstack::model::gguf_detail {
 namespace {
 
 // The {arch}.* keys these loaders read (llama.cpp's LLM_KV names, without the prefix).
-constexpr std::array<const char*, 30> kKnownKeys = {
+constexpr std::array<const char*, 34> kKnownKeys = {
     "vocab_size",
     "context_length",
     "embedding_length",
@@ -44,6 +44,10 @@ constexpr std::array<const char*, 30> kKnownKeys = {
     "rope.dimension_count",
     "rope.scaling.type",
     "rope.scaling.factor",
+    "rope.scaling.original_context_length",
+    "rope.scaling.yarn_log_multiplier",
+    "rope.scaling.yarn_beta_fast",
+    "rope.scaling.yarn_beta_slow",
     "expert_count",
     "expert_used_count",
     "expert_feed_forward_length",
@@ -86,18 +90,7 @@ void common_fields(const GgufFile& f, const std::string& a, Json& j) {
   j["max_position_embeddings"] = req(f, a, "context_length");
   j["rms_norm_eps"] = f.get_float(a + ".attention.layer_norm_rms_epsilon");
   j["rope_theta"] = f.get_float(a + ".rope.freq_base", 10000.0);
-  const std::string scaling = f.get_string(a + ".rope.scaling.type", "none");
-  if (scaling == "yarn")
-    throw_error<ConfigError>(
-        "{}: {}.rope.scaling.type 'yarn' is not supported: lmstack has no YaRN RoPE (real "
-        "DeepSeek-V2/V3 checkpoints use it; the tiny and V2-Lite-style ones do not)",
-        f.path(), a);
-  if (scaling == "linear")
-    j["rope_scaling"] = {{"rope_type", "linear"},
-                         {"factor", f.get_float(a + ".rope.scaling.factor")}};
-  else if (scaling != "none")
-    throw_error<ConfigError>("{}: {}.rope.scaling.type '{}' is not supported (none, linear)",
-                             f.path(), a, scaling);
+  j["rope_scaling"] = rope_scaling_from_gguf(f, a);
 }
 
 // llama / qwen2moe / qwen3moe attention: GQA with one head dim for keys, values and RoPE.

@@ -77,10 +77,7 @@ void write_config_keys(GgufWriter& w, const ModelConfig& c, const GgufWriteOptio
   u32("rope.dimension_count", c.head_dim);
   u32("attention.key_length", c.head_dim);
   u32("attention.value_length", c.head_dim);
-  if (c.rope_scaling.type == "linear") {
-    w.set(a + ".rope.scaling.type", GgufValue::string("linear"));
-    w.set(a + ".rope.scaling.factor", GgufValue::f32(c.rope_scaling.factor));
-  }
+  gguf_detail::write_rope_scaling_keys(w, a, c);
   write_sliding_window(w, a, c);
 }
 

@@ -12,6 +12,7 @@
 #include "lmstack/kernels/ops.h"
 #include "lmstack/kernels/quant.h"
 #include "lmstack/model/decoder.h"
+#include "lmstack/model/rope_scaling.h"
 #include "lmstack/model/weights_internal.h"
 
 namespace lmstack::model {
@@ -29,10 +30,11 @@ Dims dims_of(const ModelConfig& c, int64_t tokens) {
           m.v_head_dim, m.qk_head_dim(), m.cache_width()};
 }
 
-// RoPE on the dr dims at `offset` of each of `heads` heads of stride `stride` in x[T, ...].
+// RoPE on the dr dims at `offset` of each of `heads` heads of stride `stride` in x[T, ...],
+// the rotated values scaled by `magnitude` (YaRN's attention factor on cos/sin; 1 otherwise).
 void rope_tail(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t stride,
                int64_t offset, int64_t dr, const float* inv_freq, bool interleave,
-               std::vector<float>& tmp) {
+               float magnitude, std::vector<float>& tmp) {
   tmp.resize(static_cast<size_t>(tokens * heads * dr));
   for (int64_t i = 0; i < tokens * heads; ++i)
     std::memcpy(&tmp[static_cast<size_t>(i * dr)], x + i * stride + offset,
@@ -41,8 +43,8 @@ void rope_tail(float* x, const int32_t* positions, int64_t tokens, int64_t heads
                 static_cast<int>(dr), inv_freq,
                 interleave ? kernels::RopeStyle::kInterleaved : kernels::RopeStyle::kRotateHalf);
   for (int64_t i = 0; i < tokens * heads; ++i)
-    std::memcpy(x + i * stride + offset, &tmp[static_cast<size_t>(i * dr)],
-                static_cast<size_t>(dr) * sizeof(float));
+    for (int64_t j = 0; j < dr; ++j)
+      x[i * stride + offset + j] = tmp[static_cast<size_t>(i * dr + j)] * magnitude;
 }
 
 const float* kv_b_f32(MlaState& st, int layer, const Tensor& kv_b) {
@@ -155,7 +157,7 @@ void queries(ThreadPool& pool, const float* h, const ForwardBatch& b, const Mode
     kernels::linear(pool, st.q.data(), h, wq, d.T);
   }
   rope_tail(st.q.data(), b.positions.data(), d.T, d.H, d.qk, d.dn, d.dr, inv_freq,
-            c.mla.rope_interleave, st.rope_tmp);
+            c.mla.rope_interleave, rope_magnitude(c), st.rope_tmp);
 }
 
 }  // namespace
@@ -173,11 +175,11 @@ void mla_attention(ThreadPool& pool, float* x, const float* h, const ForwardBatc
     kernels::rmsnorm(st.kv.data() + t * d.cw, st.kv.data() + t * d.cw, w.kv_a_norm.data<float>(), 1,
                      d.r, kLatentNormEps);
   rope_tail(st.kv.data(), b.positions.data(), d.T, 1, d.cw, d.r, d.dr, inv_freq,
-            c.mla.rope_interleave, st.rope_tmp);
+            c.mla.rope_interleave, rope_magnitude(c), st.rope_tmp);
   const kernels::PagedKv kv = cache.layer(layer);
   kernels::kv_write(kv, st.kv.data(), st.kv.data(), b.slots.data(), d.T);
 
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d.qk));
+  const float scale = attention_scale(c);
   st.attn.resize(static_cast<size_t>(d.T * d.H * d.dv));
   bool all_absorbed = true;
   for (int s = 0; s < b.num_seqs(); ++s) all_absorbed = all_absorbed && use_absorbed(st.mode, b, s);

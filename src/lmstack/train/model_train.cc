@@ -8,6 +8,7 @@
 #include "lmstack/core/error.h"
 #include "lmstack/core/half.h"
 #include "lmstack/kernels/ops.h"
+#include "lmstack/model/rope_scaling.h"
 #include "lmstack/train/backward/backward.h"
 #include "lmstack/train/model_train_buffers.h"
 
@@ -119,11 +120,7 @@ TrainModel::TrainModel(const model::ModelConfig& config, const model::ModelWeigh
   compute_ = master_;
   sync_compute_weights();
   if (!config.learned_positions) {
-    inv_freq_.resize(static_cast<size_t>(config.head_dim / 2));
-    const model::RopeScaling& s = config.rope_scaling;
-    kernels::rope_inv_freq(inv_freq_.data(), config.head_dim, config.rope_theta, s.type.c_str(),
-                           s.factor, s.low_freq_factor, s.high_freq_factor,
-                           s.original_max_position);
+    inv_freq_ = model::rope_inv_freq(config);
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include "lmstack/core/error.h"
 #include "lmstack/kernels/ops.h"
+#include "lmstack/model/rope_scaling.h"
 #include "lmstack/train/backward/backward.h"
 #include "lmstack/train/model_train.h"
 #include "lmstack/train/model_train_buffers.h"
@@ -29,7 +30,7 @@ AttentionDims attention_dims(const model::ModelConfig& c, int l, int batch, int 
                        c.num_heads,
                        c.num_kv_heads,
                        c.head_dim,
-                       1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+                       model::attention_scale(c),
                        c.attention_window(l)};
 }
 

@@ -12,6 +12,7 @@
 
 #include "lmstack/core/error.h"
 #include "lmstack/kernels/ops.h"
+#include "lmstack/model/rope_scaling.h"
 #include "lmstack/train/backward/backward.h"
 #include "lmstack/train/parallel_stage_acts.h"
 
@@ -90,10 +91,7 @@ StageModel::StageModel(const model::ModelConfig& full, const model::ModelWeights
       add("lm_head", w.lm_head, master_.lm_head, grads_.lm_head);
     }
   }
-  inv_freq_.resize(static_cast<size_t>(hd / 2));
-  const model::RopeScaling& s = full.rope_scaling;
-  kernels::rope_inv_freq(inv_freq_.data(), hd, full.rope_theta, s.type.c_str(), s.factor,
-                         s.low_freq_factor, s.high_freq_factor, s.original_max_position);
+  inv_freq_ = model::rope_inv_freq(full);
 }
 
 StageModel::~StageModel() = default;

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "lmstack/kernels/ops.h"
+#include "lmstack/model/rope_scaling.h"
 #include "lmstack/train/backward/backward.h"
 #include "lmstack/train/parallel_stage.h"
 #include "lmstack/train/parallel_stage_acts.h"
@@ -30,7 +31,7 @@ void zero(float* p, int64_t n) { std::memset(p, 0, static_cast<size_t>(n) * size
 AttentionDims attention_dims(const model::ModelConfig& local, int window, int batch, int seq) {
   return AttentionDims{batch,           seq,
                        local.num_heads, local.num_kv_heads,
-                       local.head_dim,  1.0f / std::sqrt(static_cast<float>(local.head_dim)),
+                       local.head_dim,  model::attention_scale(local),
                        window};
 }
 
