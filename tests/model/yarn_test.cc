@@ -40,14 +40,14 @@ TEST_P(Yarn, LogitsAndGreedyMatchTransformers) {
     ASSERT_EQ(m.config.rope_scaling.type, "yarn");
     const NpyArray want = read_npy(case_dir(name) + "/" + version + ".logits.npy");
     const double tol = 1e-4 * test::max_abs(want.f32);
-    EXPECT_TRUE(test::all_close(test_logits::logits_of(m.config, m.weights, prompt), want.f32, 0,
-                                tol))
+    EXPECT_TRUE(
+        test::all_close(test_logits::logits_of(m.config, m.weights, prompt), want.f32, 0, tol))
         << kRegenerate;
 
     ModelConfig plain = m.config;
     plain.rope_scaling = RopeScaling{};
-    EXPECT_FALSE(test::all_close(test_logits::logits_of(plain, m.weights, prompt), want.f32, 0,
-                                 100 * tol))
+    EXPECT_FALSE(
+        test::all_close(test_logits::logits_of(plain, m.weights, prompt), want.f32, 0, 100 * tol))
         << "the golden does not depend on YaRN";
 
     ThreadPool pool(2);
@@ -79,8 +79,7 @@ TEST(YarnScales, AttentionFactorAndSoftmaxScaleAsTransformersDerivesThem) {
 
   const ModelDir v3 = load_model_dir(case_dir("deepseek_v3") + "/tf457");
   EXPECT_NEAR(rope_magnitude(v3.config), mscale(4, 1) / mscale(4, 0.5), 1e-6);
-  EXPECT_NEAR(attention_scale(v3.config), mscale(4, 0.5) * mscale(4, 0.5) / std::sqrt(12.0),
-              1e-6);
+  EXPECT_NEAR(attention_scale(v3.config), mscale(4, 0.5) * mscale(4, 0.5) / std::sqrt(12.0), 1e-6);
 }
 
 // lmstack convert writes the yarn keys llama.cpp reads; the file loads back to the same config
@@ -101,8 +100,8 @@ TEST(YarnGguf, ConvertLoadsBackWithTheSameLogits) {
     EXPECT_NEAR(attention_scale(back.config), attention_scale(m.config), 1e-7);
     const std::vector<int32_t> prompt = read_npy(case_dir(name) + "/tokens.npy").i32;
     const NpyArray want = read_npy(case_dir(name) + "/tf5.logits.npy");
-    EXPECT_TRUE(test::all_close(test_logits::logits_of(back.config, back.weights, prompt),
-                                want.f32, 0, 1e-4 * test::max_abs(want.f32)));
+    EXPECT_TRUE(test::all_close(test_logits::logits_of(back.config, back.weights, prompt), want.f32,
+                                0, 1e-4 * test::max_abs(want.f32)));
   }
   const ModelDir v3 = load_model_dir(case_dir("deepseek_v3") + "/tf5");  // mscale != all_dim
   GgufWriteOptions o;

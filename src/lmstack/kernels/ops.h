@@ -72,8 +72,7 @@ void rope_inv_freq(float* inv_freq, int rotary_dim, float theta, const char* sca
 // ramp r_i rises from 0 to 1 between the dims that make beta_fast and beta_slow rotations over
 // original_max_position (dims floored/ceiled when truncate), clamped to [0, rotary_dim - 1].
 void rope_inv_freq_yarn(float* inv_freq, int rotary_dim, float theta, float factor,
-                        int original_max_position, float beta_fast, float beta_slow,
-                        bool truncate);
+                        int original_max_position, float beta_fast, float beta_slow, bool truncate);
 
 // ---- activations and elementwise ------------------------------------------------------
 

@@ -18,9 +18,9 @@ void write_rope_scaling_keys(GgufWriter& w, const std::string& a, const ModelCon
   }
   if (s.type != "yarn") return;
   const bool deepseek = c.mla.enabled();
-  const bool representable = s.attention_factor == 0 && s.truncate &&
-                             (deepseek ? s.mscale == s.mscale_all_dim
-                                       : s.mscale == 0 && s.mscale_all_dim == 0);
+  const bool representable =
+      s.attention_factor == 0 && s.truncate &&
+      (deepseek ? s.mscale == s.mscale_all_dim : s.mscale == 0 && s.mscale_all_dim == 0);
   if (!representable)
     throw_error<ConfigError>(
         "convert: this yarn rope_scaling (mscale {}, mscale_all_dim {}, attention_factor {}, "
@@ -54,12 +54,12 @@ Json rope_scaling_from_gguf(const GgufFile& f, const std::string& a) {
     throw_error<ConfigError>(
         "{}: {}.rope.scaling attn_factor / yarn_attn_factor / yarn_ext_factor are not supported",
         f.path(), a);
-  Json r = {{"rope_type", "yarn"},
-            {"factor", factor},
-            {"original_max_position_embeddings",
-             f.get_int(a + ".rope.scaling.original_context_length")},
-            {"beta_fast", f.get_float(a + ".rope.scaling.yarn_beta_fast", 32.0)},
-            {"beta_slow", f.get_float(a + ".rope.scaling.yarn_beta_slow", 1.0)}};
+  Json r = {
+      {"rope_type", "yarn"},
+      {"factor", factor},
+      {"original_max_position_embeddings", f.get_int(a + ".rope.scaling.original_context_length")},
+      {"beta_fast", f.get_float(a + ".rope.scaling.yarn_beta_fast", 32.0)},
+      {"beta_slow", f.get_float(a + ".rope.scaling.yarn_beta_slow", 1.0)}};
   if (f.has(a + ".rope.scaling.yarn_log_multiplier")) {
     if (a != "deepseek2")
       throw_error<ConfigError>("{}: {}.rope.scaling.yarn_log_multiplier is only read for deepseek2",

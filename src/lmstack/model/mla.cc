@@ -33,8 +33,8 @@ Dims dims_of(const ModelConfig& c, int64_t tokens) {
 // RoPE on the dr dims at `offset` of each of `heads` heads of stride `stride` in x[T, ...],
 // the rotated values scaled by `magnitude` (YaRN's attention factor on cos/sin; 1 otherwise).
 void rope_tail(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t stride,
-               int64_t offset, int64_t dr, const float* inv_freq, bool interleave,
-               float magnitude, std::vector<float>& tmp) {
+               int64_t offset, int64_t dr, const float* inv_freq, bool interleave, float magnitude,
+               std::vector<float>& tmp) {
   tmp.resize(static_cast<size_t>(tokens * heads * dr));
   for (int64_t i = 0; i < tokens * heads; ++i)
     std::memcpy(&tmp[static_cast<size_t>(i * dr)], x + i * stride + offset,

@@ -1,7 +1,6 @@
 // init-model presets for the mixture-of-experts and latent-attention families (see presets.h):
 // real shapes from each checkpoint's config.json on the Hugging Face Hub (named in `source`)
-// and tiny test shapes. DeepSeek-V2-Lite's YaRN RoPE scaling is left out (lmstack refuses
-// yarn, docs/moe_mla.md), so its preset runs the default RoPE over the same shapes.
+// and tiny test shapes (DeepSeek-V2-Lite with its YaRN RoPE scaling, as the checkpoint).
 #include "lmstack/model/presets_internal.h"
 
 namespace lmstack::model::detail {
@@ -62,8 +61,14 @@ void append_moe_presets(std::vector<ModelPreset>& p) {
                        {102400, 2048, 10944, 1408, 27, 16, 64, 2, 6, 1, 0, 512, 128, 64, 128});
   lite["max_position_embeddings"] = 163840;
   lite["topk_method"] = "greedy";
-  p.push_back({"deepseek-v2-lite", "deepseek_v2",
-               "deepseek-ai/DeepSeek-V2-Lite (without its YaRN RoPE scaling)", lite});
+  lite["rope_scaling"] = {{"type", "yarn"},
+                          {"factor", 40},
+                          {"beta_fast", 32},
+                          {"beta_slow", 1},
+                          {"mscale", 0.707},
+                          {"mscale_all_dim", 0.707},
+                          {"original_max_position_embeddings", 4096}};
+  p.push_back({"deepseek-v2-lite", "deepseek_v2", "deepseek-ai/DeepSeek-V2-Lite", lite});
   // Tiny test models (vocab 512 >= init-model's byte-level tokenizer).
   p.push_back({"tiny-mixtral", "mixtral", "test (Mixtral-8x7B scaled down: top-2 of 8, GQA 4/2)",
                mixtral(512, 64, 128, 2, 4, 2, 8, 2)});

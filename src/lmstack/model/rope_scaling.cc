@@ -21,11 +21,10 @@ std::vector<float> rope_inv_freq(const ModelConfig& c) {
   std::vector<float> inv(static_cast<size_t>(c.head_dim / 2));
   const RopeScaling& s = c.rope_scaling;
   if (is_yarn(c)) {
-    kernels::rope_inv_freq_yarn(inv.data(), c.head_dim, c.rope_theta, s.factor,
-                                s.original_max_position > 0 ? s.original_max_position
-                                                            : c.max_position,
-                                s.beta_fast > 0 ? s.beta_fast : 32.0f,
-                                s.beta_slow > 0 ? s.beta_slow : 1.0f, s.truncate);
+    kernels::rope_inv_freq_yarn(
+        inv.data(), c.head_dim, c.rope_theta, s.factor,
+        s.original_max_position > 0 ? s.original_max_position : c.max_position,
+        s.beta_fast > 0 ? s.beta_fast : 32.0f, s.beta_slow > 0 ? s.beta_slow : 1.0f, s.truncate);
   } else {
     kernels::rope_inv_freq(inv.data(), c.head_dim, c.rope_theta, s.type.c_str(), s.factor,
                            s.low_freq_factor, s.high_freq_factor, s.original_max_position);
@@ -48,8 +47,8 @@ float attention_scale(const ModelConfig& c) {
   if (c.mla.enabled()) {
     float scale = 1.0f / std::sqrt(static_cast<float>(c.mla.qk_head_dim()));
     if (is_yarn(c) && c.rope_scaling.mscale_all_dim != 0) {
-      const auto m = static_cast<float>(
-          yarn_mscale(c.rope_scaling.factor, c.rope_scaling.mscale_all_dim));
+      const auto m =
+          static_cast<float>(yarn_mscale(c.rope_scaling.factor, c.rope_scaling.mscale_all_dim));
       scale *= m * m;
     }
     return scale;
