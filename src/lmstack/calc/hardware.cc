@@ -8,6 +8,7 @@
 
 #include "lmstack/calc/hardware.h"
 #include "lmstack/core/file.h"
+#include "lmstack/core/machine_cache.h"
 #include "lmstack/core/thread_pool.h"
 
 namespace lmstack::calc {
@@ -89,23 +90,13 @@ HardwareSpec hardware_from_doctor(const MachineReport& r, double memory_bytes) {
 
 HardwareSpec resolve_hardware(const std::string& name, const std::string& machine_file) {
   if (name != "this") return hardware_preset(name);
-  std::string path = machine_file;
-  if (path.empty()) {
-    const char* home = std::getenv("HOME");
-    const std::string cached = std::string(home ? home : "") + "/.cache/lmstack/doctor.json";
-    if (home && file_exists(cached)) path = cached;
-  }
-  if (!path.empty()) {
+  if (!machine_file.empty()) {
     // A report from a file may describe another machine: its DRAM size is unknown.
-    return hardware_from_doctor(machine_report_from_json(read_json_file(path), path), 0);
+    return hardware_from_doctor(
+        machine_report_from_json(read_json_file(machine_file), machine_file), 0);
   }
-  std::fprintf(stderr,
-               "calc: no doctor report (--machine FILE or ~/.cache/lmstack/doctor.json); "
-               "running a quick probe now\n");
-  ThreadPool pool(ThreadPool::default_num_threads());
-  const MachineReport r = probe_machine(pool, ProbeOptions{.seconds_per_test = 0.1, .quick = true});
   const double dram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
-  return hardware_from_doctor(r, dram);
+  return hardware_from_doctor(cached_or_probed_machine(ThreadPool::default_num_threads()), dram);
 }
 
 }  // namespace lmstack::calc

@@ -3,6 +3,7 @@
 
 #include "lmstack/cli/command.h"
 #include "lmstack/core/file.h"
+#include "lmstack/core/log.h"
 #include "lmstack/core/machine_probe.h"
 #include "lmstack/core/thread_pool.h"
 
@@ -40,6 +41,15 @@ void print_report(const MachineReport& r) {
       "ridge point  %7.1f FLOP/byte (f32 peak / DRAM read): kernels below it are "
       "bandwidth-bound\n",
       r.ridge_f32_flop_per_byte());
+  const ProbeQuality& q = r.quality;
+  std::printf(
+      "quiet?       load average %.2f, other processes %.0f%% of CPU time, passes within "
+      "%.0f%%: %s\n",
+      q.load_average_1min, 100 * q.other_cpu_fraction, 100 * q.worst_disagreement,
+      q.busy() ? "BUSY" : "yes");
+  for (const std::string& reason : q.busy_reasons)
+    std::printf("             busy: %s (this report will not be used as the machine's limit)\n",
+                reason.c_str());
   if (r.gpu)
     std::printf("GPU          %s, %.1f GiB, %d SMs\n", r.gpu->name.c_str(),
                 static_cast<double>(r.gpu->memory_bytes) / (1ll << 30), r.gpu->sm_count);
@@ -51,13 +61,18 @@ std::function<int()> setup(CLI::App& app) {
   auto opt = std::make_shared<DoctorOptions>();
   add_threads_option(app, opt->threads);
   app.add_flag("--json", opt->json, "print the report as JSON (schema: docs/formats/doctor.md)");
-  app.add_flag("--quick", opt->quick, "smaller arrays and shorter runs (less accurate)");
+  app.add_flag("--quick", opt->quick,
+               "fewer passes, shorter FMA runs, DRAM arrays capped at 512 MiB (less accurate)");
   app.add_option("--out", opt->out, "also write the JSON report to this file");
   return [opt] {
     ThreadPool pool(opt->threads);
-    const MachineReport r = probe_machine(pool, ProbeOptions{.quick = opt->quick});
+    const MachineReport r = probe_machine(
+        pool, ProbeOptions{.quick = opt->quick, .max_array_bytes = opt->quick ? 512ll << 20 : 0});
     const std::string json = machine_report_to_json(r).dump(2);
     if (!opt->out.empty()) write_file_atomic(opt->out, json + "\n");
+    if (r.quality.busy())
+      log_warn("the machine was busy while measured ({}); rerun on a quiet machine",
+               r.quality.busy_reasons.front());
     if (opt->json)
       std::printf("%s\n", json.c_str());
     else
@@ -69,6 +84,8 @@ std::function<int()> setup(CLI::App& app) {
 const RegisterCommand kRegister{{"doctor",
                                  "describe this machine and measure its bandwidth and FLOP/s",
                                  "  lmstack doctor\n  lmstack doctor --json --out doctor.json\n"
+                                 "  lmstack doctor --out ~/.cache/lmstack/doctor.json   # the "
+                                 "cache bench/generate/calc use (ignored if flagged busy)\n"
                                  "  lmstack doctor --threads 1 --quick",
                                  setup}};
 

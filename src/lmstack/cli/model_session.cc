@@ -11,6 +11,7 @@
 #include "lmstack/core/error.h"
 #include "lmstack/core/file.h"
 #include "lmstack/core/log.h"
+#include "lmstack/core/machine_cache.h"
 #include "lmstack/core/thread_pool.h"
 #include "lmstack/model/kv_cache.h"
 #include "lmstack/model/mla.h"
@@ -77,26 +78,7 @@ std::vector<int32_t> encode_prompt(const ModelSession& s, const std::string& tex
 MachineReport machine_report(const std::string& machine_file, int threads) {
   if (!machine_file.empty())
     return machine_report_from_json(read_json_file(machine_file), machine_file);
-  const char* home = std::getenv("HOME");
-  const std::string cache_dir = std::string(home ? home : "/tmp") + "/.cache/lmstack";
-  const std::string cache = cache_dir + "/doctor.json";
-  if (file_exists(cache)) {
-    try {
-      return machine_report_from_json(read_json_file(cache), cache);
-    } catch (const Error& e) {
-      log_warn("ignoring {}: {}", cache, e.what());
-    }
-  }
-  log_info("measuring this machine once (lmstack doctor --quick), cached in {}", cache);
-  ThreadPool pool(threads);
-  const MachineReport r = probe_machine(pool, ProbeOptions{.quick = true});
-  try {
-    make_directories(cache_dir);
-    write_file_atomic(cache, machine_report_to_json(r).dump(2));
-  } catch (const Error& e) {
-    log_warn("could not cache the machine report: {}", e.what());
-  }
-  return r;
+  return cached_or_probed_machine(threads);
 }
 
 namespace {

@@ -1,13 +1,20 @@
 // Machine description and measurement for `lmstack doctor` (see machine_probe.h).
 // Bandwidth follows STREAM's conventions (McCalpin): bytes counted are those the kernel names
-// (triad: 2 reads + 1 write per element), arrays sized several times the last-level cache.
+// (triad: 2 reads + 1 write per element), arrays sized 8 times the last-level cache. Each
+// figure is the best of repeated passes; how far the median falls below it, the load average
+// and other processes' CPU time decide whether the report may stand as the machine's limit.
 #include "lmstack/core/machine_probe.h"
 
 #include <immintrin.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <set>
+#include <sstream>
+
+#include <fmt/format.h>
 
 #include "lmstack/core/cpu_features.h"
 #include "lmstack/core/memory.h"
@@ -82,19 +89,29 @@ float read_sum_avx2(const float* p, int64_t n) {
   return total;
 }
 
-// Median GB/s of `passes` runs of fn over all threads, each pass moving `bytes`.
+// The best and the median of repeated measurements; `disagreement` (best - median) / best.
+struct Repeated {
+  double best = 0, median = 0;
+  double disagreement() const { return best > 0 ? (best - median) / best : 0; }
+};
+
+Repeated best_and_median(const std::vector<double>& v) {
+  return {*std::max_element(v.begin(), v.end()), median(v)};
+}
+
+// GB/s of `passes` runs of fn over all threads, each pass moving `bytes`.
 template <class Fn>
-double measure_gbs(ThreadPool& pool, int64_t bytes, int passes, Fn fn) {
+Repeated measure_gbs(ThreadPool& pool, int64_t bytes, int passes, Fn fn) {
   std::vector<double> gbs;
   for (int p = 0; p < passes; ++p) {
     Timer t;
     pool.run_on_all(fn);
     gbs.push_back(static_cast<double>(bytes) / t.seconds() / 1e9);
   }
-  return median(gbs);
+  return best_and_median(gbs);
 }
 
-double measure_read_gbs(ThreadPool& pool, int64_t bytes, int passes) {
+Repeated measure_read_gbs(ThreadPool& pool, int64_t bytes, int passes) {
   const int64_t n = bytes / 4 / 64 * 64;
   HostBuffer buf(static_cast<size_t>(n) * 4, MemoryCategory::kBuffers);
   float* a = static_cast<float*>(buf.data());
@@ -109,7 +126,7 @@ double measure_read_gbs(ThreadPool& pool, int64_t bytes, int passes) {
   return measure_gbs(pool, n * 4, passes, pass);
 }
 
-double measure_triad_gbs(ThreadPool& pool, int64_t bytes_per_array, int passes) {
+Repeated measure_triad_gbs(ThreadPool& pool, int64_t bytes_per_array, int passes) {
   const int64_t n = bytes_per_array / 4 / 64 * 64;
   HostBuffer ba(static_cast<size_t>(n) * 4, MemoryCategory::kBuffers);
   HostBuffer bb(static_cast<size_t>(n) * 4, MemoryCategory::kBuffers);
@@ -132,8 +149,8 @@ double measure_triad_gbs(ThreadPool& pool, int64_t bytes_per_array, int passes) 
   return measure_gbs(pool, 3 * n * 4, passes, pass);
 }
 
-// Total GFLOP/s of loop() run on every thread for about `seconds`.
-double measure_gflops(ThreadPool& pool, double seconds, double (*loop)(int64_t)) {
+// Total GFLOP/s of loop() run on every thread for about `seconds`, three times.
+Repeated measure_gflops(ThreadPool& pool, double seconds, double (*loop)(int64_t)) {
   Timer calib;
   int64_t iters = 1 << 14;
   while (true) {
@@ -152,7 +169,41 @@ double measure_gflops(ThreadPool& pool, double seconds, double (*loop)(int64_t))
     for (double f : flops) total += f;
     gflops.push_back(total / t.seconds() / 1e9);
   }
-  return median(gflops);
+  return best_and_median(gflops);
+}
+
+// Jiffies of all CPUs: {busy, total} from /proc/stat's "cpu" line, and this process's own
+// (utime + stime of /proc/self/stat, every thread). Zeros where /proc is unreadable.
+struct CpuTimes {
+  double busy = 0, total = 0, self = 0;
+};
+
+CpuTimes read_cpu_times() {
+  CpuTimes t;
+  std::istringstream all(read_sysfs("/proc/stat"));
+  std::string label;
+  all >> label;
+  double v = 0;
+  for (int field = 0; all >> v; ++field) {
+    t.total += v;
+    if (field != 3 && field != 4) t.busy += v;  // idle, iowait
+  }
+  const std::string self = read_sysfs("/proc/self/stat");
+  const size_t paren = self.rfind(')');  // the command name may hold spaces
+  if (paren != std::string::npos) {
+    std::istringstream in(self.substr(paren + 2));
+    std::string field;
+    for (int i = 3; i <= 15 && in >> field; ++i)  // fields 14 and 15: utime, stime
+      if (i == 14 || i == 15) t.self += std::stod(field);
+  }
+  return t;
+}
+
+double load_average_1min() {
+  std::istringstream in(read_sysfs("/proc/loadavg"));
+  double load = 0;
+  in >> load;
+  return load;
 }
 
 int count_physical_cores() {
@@ -188,24 +239,67 @@ MachineReport describe_machine() {
   return r;
 }
 
+DramArraySizes dram_array_sizes(int64_t llc_bytes, int64_t physical_memory_bytes) {
+  constexpr int64_t kFloor = 256ll << 20;
+  DramArraySizes s{std::max(8 * llc_bytes, kFloor), std::max(4 * llc_bytes, kFloor)};
+  if (physical_memory_bytes > 0) {
+    const int64_t budget = physical_memory_bytes / 4;
+    s.triad_bytes_each = std::min(s.triad_bytes_each, budget / 3);
+    s.read_bytes = std::min(s.read_bytes, budget);
+  }
+  return s;
+}
+
+ProbeQuality assess_probe_quality(double load_average, double other_cpu_fraction,
+                                  double worst_disagreement, int logical_cpus) {
+  ProbeQuality q{load_average, other_cpu_fraction, worst_disagreement, {}};
+  if (load_average >= 0.5 * logical_cpus)
+    q.busy_reasons.push_back(
+        fmt::format("load average {:.2f} on {} logical CPUs", load_average, logical_cpus));
+  if (other_cpu_fraction > 0.10)
+    q.busy_reasons.push_back(
+        fmt::format("other processes used {:.0f}% of the CPU time while it measured",
+                    100 * other_cpu_fraction));
+  if (worst_disagreement > 0.10)
+    q.busy_reasons.push_back(fmt::format("repeated passes disagreed by {:.0f}% (best vs median)",
+                                         100 * worst_disagreement));
+  return q;
+}
+
 MachineReport probe_machine(ThreadPool& pool, const ProbeOptions& options) {
   MachineReport r = describe_machine();
   r.threads_used = pool.num_threads();
+  const double load = load_average_1min();
+  const CpuTimes before = read_cpu_times();
   const int64_t llc = r.caches.empty() ? (32ll << 20) : r.caches.back().bytes;
   const int passes = options.quick ? 3 : 7;
-  r.dram_array_bytes = options.quick ? std::max<int64_t>(2 * llc, 64ll << 20)
-                                     : std::max<int64_t>(4 * llc, 512ll << 20);
+  const DramArraySizes sizes =
+      dram_array_sizes(llc, static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE));
+  const int64_t cap = options.max_array_bytes > 0 ? options.max_array_bytes : INT64_MAX;
+  r.dram_array_bytes = std::min(sizes.read_bytes, cap);
+  r.triad_array_bytes = std::min(sizes.triad_bytes_each, cap);
   r.llc_array_bytes = llc / 4;
-  r.dram_read_gbs = measure_read_gbs(pool, r.dram_array_bytes, passes);
-  r.dram_triad_gbs = measure_triad_gbs(pool, r.dram_array_bytes / 2, passes);
-  r.llc_read_gbs = measure_read_gbs(pool, r.llc_array_bytes, passes * 3);
+  double worst = 0;
+  const auto keep = [&worst](Repeated m) {
+    worst = std::max(worst, m.disagreement());
+    return m.best;
+  };
+  r.dram_read_gbs = keep(measure_read_gbs(pool, r.dram_array_bytes, passes));
+  r.dram_triad_gbs = keep(measure_triad_gbs(pool, r.triad_array_bytes, passes));
+  // LLC and bf16 figures are not limits the reports divide by; their noise does not flag.
+  r.llc_read_gbs = measure_read_gbs(pool, r.llc_array_bytes, passes * 3).best;
   const CpuFeatures& f = cpu_features();
   const double s = options.quick ? 0.05 : options.seconds_per_test;
-  if (f.has_avx2_fma()) r.peak_f32_avx2_gflops = measure_gflops(pool, s, fma_loop_f32_avx2);
-  if (f.has_avx512()) r.peak_f32_avx512_gflops = measure_gflops(pool, s, fma_loop_f32_avx512);
+  if (f.has_avx2_fma()) r.peak_f32_avx2_gflops = keep(measure_gflops(pool, s, fma_loop_f32_avx2));
+  if (f.has_avx512()) r.peak_f32_avx512_gflops = keep(measure_gflops(pool, s, fma_loop_f32_avx512));
   if (f.has_avx512() && f.avx512_bf16)
-    r.peak_bf16_avx512_gflops = measure_gflops(pool, s, dot_loop_bf16_avx512);
-  if (f.amx_bf16) r.peak_bf16_amx_gflops = measure_gflops(pool, s, tile_loop_bf16_amx);
+    r.peak_bf16_avx512_gflops = measure_gflops(pool, s, dot_loop_bf16_avx512).best;
+  if (f.amx_bf16) r.peak_bf16_amx_gflops = measure_gflops(pool, s, tile_loop_bf16_amx).best;
+  const CpuTimes after = read_cpu_times();
+  const double total = after.total - before.total;
+  const double others = (after.busy - before.busy) - (after.self - before.self);
+  r.quality = assess_probe_quality(load, total > 0 ? std::max(0.0, others / total) : 0, worst,
+                                   r.logical_cpus);
   return r;
 }
 

@@ -29,6 +29,23 @@ struct GpuInfo {
   int compute_capability_minor = 0;
 };
 
+// How quiet the machine was while it was measured. A limit measured under load understates the
+// machine, and every later "% of this machine's limit" would flatter lmstack, so such a report
+// is flagged and never cached (machine_cache.h).
+struct ProbeQuality {
+  double load_average_1min = 0;   // /proc/loadavg when the probe started
+  double other_cpu_fraction = 0;  // CPU time of other processes during the probe / all CPU time
+  double worst_disagreement = 0;  // max over measurements of (best - median) / best
+  std::vector<std::string> busy_reasons;  // empty: the report can stand as the machine's limit
+  bool busy() const { return !busy_reasons.empty(); }
+};
+
+// The rules (issue 20): load average >= half the logical CPUs, other processes using more than
+// 10% of the CPU time during the probe, or repeated passes of one measurement disagreeing by
+// more than 10% each flag the report busy, with a reason naming the figure.
+ProbeQuality assess_probe_quality(double load_average_1min, double other_cpu_fraction,
+                                  double worst_disagreement, int logical_cpus);
+
 struct MachineReport {
   std::string cpu_model;
   int logical_cpus = 0;
@@ -37,11 +54,12 @@ struct MachineReport {
   std::vector<CacheInfo> caches;  // data/unified caches, L1 first
   std::vector<std::string> features;
 
-  // GB/s = 1e9 bytes/s. Medians of repeated passes.
-  double dram_read_gbs = 0;   // multi-threaded read-only sum over arrays >> LLC
-  double dram_triad_gbs = 0;  // STREAM triad a = b + s*c, counting 3 arrays (no write-allocate)
-  double llc_read_gbs = 0;    // read-only sum over an array resident in the LLC
-  int64_t dram_array_bytes = 0;
+  // GB/s = 1e9 bytes/s. The best of repeated passes (a limit is what the machine can reach).
+  double dram_read_gbs = 0;       // multi-threaded read-only sum over an array >= 8 x LLC
+  double dram_triad_gbs = 0;      // STREAM triad a = b + s*c, counting 3 arrays (no write-allocate)
+  double llc_read_gbs = 0;        // read-only sum over an array resident in the LLC
+  int64_t dram_array_bytes = 0;   // the read test's array
+  int64_t triad_array_bytes = 0;  // each of the triad's three arrays
   int64_t llc_array_bytes = 0;
 
   // GFLOP/s = 1e9 FLOP/s, an FMA counting 2 FLOPs; 0 when the ISA is absent.
@@ -55,11 +73,22 @@ struct MachineReport {
   double ridge_f32_flop_per_byte() const;
 
   std::optional<GpuInfo> gpu;
+  ProbeQuality quality;  // describe_machine() and reports from before v1.1: all zero, not busy
 };
+
+// STREAM's sizing (McCalpin: each array >= 4 x the caches), made stricter for the read test:
+// read array 8 x LLC, each triad array 4 x LLC, both at least 256 MiB; capped so the triad's
+// three arrays take at most a quarter of physical memory (0: no cap), the read array at that
+// same total.
+struct DramArraySizes {
+  int64_t read_bytes = 0, triad_bytes_each = 0;
+};
+DramArraySizes dram_array_sizes(int64_t llc_bytes, int64_t physical_memory_bytes);
 
 struct ProbeOptions {
   double seconds_per_test = 0.3;  // lower bound of time spent per measurement
-  bool quick = false;             // smaller arrays and fewer passes (tests)
+  bool quick = false;             // fewer passes and shorter FMA runs (first use, tests)
+  int64_t max_array_bytes = 0;    // > 0: caps the DRAM arrays (`doctor --quick`, tests)
 };
 
 // Reads /proc and sysfs and runs the measurements on `pool`'s threads.

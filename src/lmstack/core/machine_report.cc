@@ -23,6 +23,7 @@ Json machine_report_to_json(const MachineReport& r) {
         {"dram_triad_gbs", r.dram_triad_gbs},
         {"llc_read_gbs", r.llc_read_gbs},
         {"dram_array_bytes", r.dram_array_bytes},
+        {"triad_array_bytes", r.triad_array_bytes},
         {"llc_array_bytes", r.llc_array_bytes}}},
       {"compute",
        {{"peak_f32_avx2_gflops", r.peak_f32_avx2_gflops},
@@ -33,6 +34,12 @@ Json machine_report_to_json(const MachineReport& r) {
         {"peak_bf16_gflops", r.peak_bf16_gflops()}}},
       {"roofline", {{"ridge_f32_flop_per_byte", r.ridge_f32_flop_per_byte()}}},
       {"gpu", nullptr},
+      {"quality",
+       {{"load_average_1min", r.quality.load_average_1min},
+        {"other_cpu_fraction", r.quality.other_cpu_fraction},
+        {"worst_disagreement", r.quality.worst_disagreement},
+        {"busy", r.quality.busy()},
+        {"busy_reasons", r.quality.busy_reasons}}},
   };
   if (r.gpu) {
     j["gpu"] = {{"name", r.gpu->name},
@@ -62,6 +69,7 @@ MachineReport machine_report_from_json(const Json& j, const std::string& source)
   r.dram_triad_gbs = optional<double>(mem, "dram_triad_gbs", 0, source + ": memory");
   r.llc_read_gbs = optional<double>(mem, "llc_read_gbs", 0, source + ": memory");
   r.dram_array_bytes = optional<int64_t>(mem, "dram_array_bytes", 0, source + ": memory");
+  r.triad_array_bytes = optional<int64_t>(mem, "triad_array_bytes", 0, source + ": memory");
   r.llc_array_bytes = optional<int64_t>(mem, "llc_array_bytes", 0, source + ": memory");
   r.peak_f32_avx2_gflops = optional<double>(comp, "peak_f32_avx2_gflops", 0, source + ": compute");
   r.peak_f32_avx512_gflops =
@@ -69,6 +77,16 @@ MachineReport machine_report_from_json(const Json& j, const std::string& source)
   r.peak_bf16_avx512_gflops =
       optional<double>(comp, "peak_bf16_avx512_gflops", 0, source + ": compute");
   r.peak_bf16_amx_gflops = optional<double>(comp, "peak_bf16_amx_gflops", 0, source + ": compute");
+  if (j.contains("quality") && j["quality"].is_object()) {
+    const Json& q = j["quality"];
+    const std::string src = source + ": quality";
+    r.quality.load_average_1min = optional<double>(q, "load_average_1min", 0, src);
+    r.quality.other_cpu_fraction = optional<double>(q, "other_cpu_fraction", 0, src);
+    r.quality.worst_disagreement = optional<double>(q, "worst_disagreement", 0, src);
+    r.quality.busy_reasons = optional<std::vector<std::string>>(q, "busy_reasons", {}, src);
+    if (optional<bool>(q, "busy", false, src) && r.quality.busy_reasons.empty())
+      r.quality.busy_reasons.push_back("flagged busy in " + source);
+  }
   if (j.contains("gpu") && j["gpu"].is_object()) {
     GpuInfo g;
     g.name = require<std::string>(j["gpu"], "name", source + ": gpu");
