@@ -4,7 +4,7 @@
 #include "lmstack/cli/command.h"
 #include "lmstack/core/file.h"
 #include "lmstack/core/log.h"
-#include "lmstack/core/machine_probe.h"
+#include "lmstack/core/machine_cache.h"
 #include "lmstack/core/thread_pool.h"
 
 namespace lmstack::cli {
@@ -66,8 +66,7 @@ std::function<int()> setup(CLI::App& app) {
   app.add_option("--out", opt->out, "also write the JSON report to this file");
   return [opt] {
     ThreadPool pool(opt->threads);
-    const MachineReport r = probe_machine(
-        pool, ProbeOptions{.quick = opt->quick, .max_array_bytes = opt->quick ? 512ll << 20 : 0});
+    const MachineReport r = probe_machine(pool, opt->quick ? kQuickProbe : ProbeOptions{});
     const std::string json = machine_report_to_json(r).dump(2);
     if (!opt->out.empty()) write_file_atomic(opt->out, json + "\n");
     if (r.quality.busy())

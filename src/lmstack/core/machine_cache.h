@@ -11,6 +11,10 @@
 
 namespace lmstack {
 
+// `lmstack doctor --quick` and the probe commands run when no usable cache exists: few passes,
+// short FMA runs, DRAM arrays capped at 512 MiB.
+inline constexpr ProbeOptions kQuickProbe{.quick = true, .max_array_bytes = 512ll << 20};
+
 // ~/.cache/lmstack/doctor.json ($HOME unset: /tmp/.cache/lmstack/doctor.json).
 std::string machine_cache_path();
 
@@ -23,7 +27,8 @@ std::optional<std::string> machine_cache_mismatch(const MachineReport& cached,
 // The cached report if usable (a warning names why not), else probe_machine(`probe`) on
 // `threads` threads, written to the cache only when not busy. Never throws for a bad or
 // unwritable cache file.
-MachineReport cached_or_probed_machine(int threads,
-                                       const ProbeOptions& probe = ProbeOptions{.quick = true});
+// The default probe is `doctor --quick`'s (about a second), since it runs inside another
+// command; `lmstack doctor --out` writes the full measurement.
+MachineReport cached_or_probed_machine(int threads, const ProbeOptions& probe = kQuickProbe);
 
 }  // namespace lmstack
