@@ -4,8 +4,9 @@
 // YaRN with mscale != mscale_all_dim) models with dense MLPs match step 1's gradients, 12 AdamW
 // steps' losses and the final weights; recompute gives the same bits; the trained weights give
 // the training logits in the inference Decoder's absorbed and expanded forms; the trainer's
-// checkpoints resume bit-exactly and export to the same logits; data parallelism on 2 in-process
-// ranks equals one process; tensor and pipeline parallelism are refused by name.
+// checkpoints resume bit-exactly and export to the same logits, in process and through the
+// `lmstack` CLI; data parallelism on 2 in-process ranks equals one process; tensor and pipeline
+// parallelism are refused by name.
 #include <cmath>
 #include <mutex>
 
@@ -218,6 +219,47 @@ TEST(MlaTraining, CheckpointsResumeBitExactlyAndExportToTheSameLogits) {
   batch.add_sequence(ids, 0, {0}, 16, true, true);
   dec.forward(batch, cache, infer_logits);
   EXPECT_TRUE(test::all_close(infer_logits, train_logits, 1e-4, 1e-5));
+}
+
+// The CLI end to end: `train --init-config` on a DeepSeek config with dense MLPs, stopped at step
+// 3 and resumed (constant learning rate, so the two runs share a schedule), gives the
+// uninterrupted run's losses bit for bit; `checkpoint export` writes a directory the Decoder
+// loads with the checkpoint's exact logits.
+TEST(MlaTraining, CliTrainsResumesAndExports) {
+  const std::string dir = test::temp_dir("mla_cli");
+  const std::string data = make_data("mla_cli_data");
+  const std::string bin = test::lmstack_binary();
+  std::string out;
+  Json config = read_json_file(case_dir("v3") + "/model/config.json");
+  config["vocab_size"] = 320;  // init writes a 259-token byte-level tokenizer
+  write_file_atomic(dir + "/config.json", config.dump());
+  const std::string common = " train --init-config " + dir + "/config.json --data " + data +
+                             " --seq 16 --batch 2 --warmup 1 --lr 0.003 --schedule constant" +
+                             " --save-every 3 --seed 4 -t 1";
+  for (const std::string& args :
+       {common + " --steps 6 --out " + dir + "/a --log " + dir + "/a.jsonl",
+        common + " --steps 3 --out " + dir + "/b --log " + dir + "/b.jsonl",
+        common + " --steps 6 --resume --out " + dir + "/b --log " + dir + "/b.jsonl",
+        std::string(" checkpoint export ") + dir + "/a --out " + dir + "/hf"})
+    ASSERT_EQ(test::run_command(bin + args, &out), 0) << args << "\n" << out;
+  const std::vector<double> want = losses_of(dir + "/a.jsonl");
+  ASSERT_EQ(want.size(), 6u);
+  EXPECT_LT(want.back(), want.front());
+  EXPECT_EQ(losses_of(dir + "/b.jsonl"), want);
+  ThreadPool pool(1);
+  const std::vector<int32_t> ids = {5, 9, 60, 1, 33};
+  std::vector<float> logits[2];
+  const std::string dirs[2] = {dir + "/hf", dir + "/a/checkpoints/step-00000006"};
+  for (int i = 0; i < 2; ++i) {
+    const model::ModelDir md = model::load_model_dir(dirs[i]);
+    ASSERT_TRUE(md.config.mla.enabled() && !md.config.moe.enabled()) << dirs[i];
+    model::Decoder dec(md.config, md.weights, pool);
+    model::KvCache cache(md.config, 4, 16);
+    model::ForwardBatch batch;
+    batch.add_sequence(ids, 0, {0}, 16, true, true);
+    dec.forward(batch, cache, logits[i]);
+  }
+  EXPECT_EQ(logits[0], logits[1]);
 }
 
 // Flat-parameter data parallelism sees MLA's tensors through weight_fields like any other:
