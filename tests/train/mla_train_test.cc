@@ -270,8 +270,9 @@ TEST(MlaTraining, DataParallelTwoRanksEqualOneProcess) {
   ThreadPool pool(1);
   TrainConfig single = tiny_config(data, test::temp_dir("mla_dp_single"), "mla_v2");
   single.batch = 4;
-  run_training(single, pool);
+  const TrainResult ref = run_training(single, pool);
   const std::vector<double> want = losses_of(single.log_path);
+  const model::ModelDir ref_md = model::load_model_dir(ref.checkpoint);
   for (const int zero : {0, 3}) {
     TrainConfig c = tiny_config(data, test::temp_dir("mla_dp_z" + std::to_string(zero)), "mla_v2");
     c.batch = 4;
@@ -286,6 +287,17 @@ TEST(MlaTraining, DataParallelTwoRanksEqualOneProcess) {
     ASSERT_EQ(have.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i)
       EXPECT_NEAR(have[i], want[i], 2e-5 * std::fabs(want[i])) << "zero " << zero << " step " << i;
+    // The sharded checkpoint, exported (CheckpointReader::full_weights finds MLA's tensors).
+    const std::string hf = test::temp_dir("mla_dp_hf" + std::to_string(zero));
+    export_checkpoint(*latest_checkpoint(c.out_dir), hf);
+    const model::ModelDir md = model::load_model_dir(hf);
+    const auto got = model::to_hf_tensors(md.config, md.weights);
+    const auto exp = model::to_hf_tensors(ref_md.config, ref_md.weights);
+    ASSERT_EQ(got.size(), exp.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_TRUE(
+          test::all_close(got[i].second.to_f32_vector(), exp[i].second.to_f32_vector(), 1e-4, 1e-5))
+          << "zero " << zero << " " << got[i].first;
   }
 }
 
