@@ -16,9 +16,30 @@
 #include "lmstack/model/weights_internal.h"
 
 namespace lmstack::model {
-namespace {
 
-constexpr float kLatentNormEps = 1e-6f;  // DeepseekV2RMSNorm / DeepseekV3RMSNorm default
+// Copies the dr dims out so kernels::rope sees contiguous heads, rotates, scales and copies
+// back (rotation and scale commute, so the inverse scales too).
+void mla_rope_tail(float* x, const int32_t* positions, int64_t tokens, int64_t heads,
+                   int64_t stride, int64_t offset, int64_t dr, const float* inv_freq,
+                   bool interleave, float magnitude, std::vector<float>& tmp, bool inverse) {
+  tmp.resize(static_cast<size_t>(tokens * heads * dr));
+  for (int64_t i = 0; i < tokens * heads; ++i)
+    std::memcpy(&tmp[static_cast<size_t>(i * dr)], x + i * stride + offset,
+                static_cast<size_t>(dr) * sizeof(float));
+  const auto style =
+      interleave ? kernels::RopeStyle::kInterleaved : kernels::RopeStyle::kRotateHalf;
+  if (inverse)
+    kernels::rope_backward(tmp.data(), positions, tokens, static_cast<int>(heads),
+                           static_cast<int>(dr), static_cast<int>(dr), inv_freq, style);
+  else
+    kernels::rope(tmp.data(), positions, tokens, static_cast<int>(heads), static_cast<int>(dr),
+                  static_cast<int>(dr), inv_freq, style);
+  for (int64_t i = 0; i < tokens * heads; ++i)
+    for (int64_t j = 0; j < dr; ++j)
+      x[i * stride + offset + j] = tmp[static_cast<size_t>(i * dr + j)] * magnitude;
+}
+
+namespace {
 
 struct Dims {
   int64_t T, H, r, dn, dr, dv, qk, cw;
@@ -28,23 +49,6 @@ Dims dims_of(const ModelConfig& c, int64_t tokens) {
   const MlaConfig& m = c.mla;
   return {tokens,       c.num_heads,     m.kv_lora_rank, m.qk_nope_head_dim, m.qk_rope_head_dim,
           m.v_head_dim, m.qk_head_dim(), m.cache_width()};
-}
-
-// RoPE on the dr dims at `offset` of each of `heads` heads of stride `stride` in x[T, ...],
-// the rotated values scaled by `magnitude` (YaRN's attention factor on cos/sin; 1 otherwise).
-void rope_tail(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t stride,
-               int64_t offset, int64_t dr, const float* inv_freq, bool interleave, float magnitude,
-               std::vector<float>& tmp) {
-  tmp.resize(static_cast<size_t>(tokens * heads * dr));
-  for (int64_t i = 0; i < tokens * heads; ++i)
-    std::memcpy(&tmp[static_cast<size_t>(i * dr)], x + i * stride + offset,
-                static_cast<size_t>(dr) * sizeof(float));
-  kernels::rope(tmp.data(), positions, tokens, static_cast<int>(heads), static_cast<int>(dr),
-                static_cast<int>(dr), inv_freq,
-                interleave ? kernels::RopeStyle::kInterleaved : kernels::RopeStyle::kRotateHalf);
-  for (int64_t i = 0; i < tokens * heads; ++i)
-    for (int64_t j = 0; j < dr; ++j)
-      x[i * stride + offset + j] = tmp[static_cast<size_t>(i * dr + j)] * magnitude;
 }
 
 const float* kv_b_f32(MlaState& st, int layer, const Tensor& kv_b) {
@@ -151,13 +155,13 @@ void queries(ThreadPool& pool, const float* h, const ForwardBatch& b, const Mode
     st.kvb.resize(static_cast<size_t>(d.T * qr));
     kernels::linear(pool, st.kvb.data(), h, w.q_a, d.T);
     kernels::rmsnorm(st.kvb.data(), st.kvb.data(), w.q_a_norm.data<float>(), d.T, qr,
-                     kLatentNormEps);
+                     kMlaLatentNormEps);
     kernels::linear(pool, st.q.data(), st.kvb.data(), wq, d.T);
   } else {
     kernels::linear(pool, st.q.data(), h, wq, d.T);
   }
-  rope_tail(st.q.data(), b.positions.data(), d.T, d.H, d.qk, d.dn, d.dr, inv_freq,
-            c.mla.rope_interleave, rope_magnitude(c), st.rope_tmp);
+  mla_rope_tail(st.q.data(), b.positions.data(), d.T, d.H, d.qk, d.dn, d.dr, inv_freq,
+                c.mla.rope_interleave, rope_magnitude(c), st.rope_tmp);
 }
 
 }  // namespace
@@ -173,9 +177,9 @@ void mla_attention(ThreadPool& pool, float* x, const float* h, const ForwardBatc
   kernels::linear(pool, st.kv.data(), h, w.kv_a, d.T);
   for (int64_t t = 0; t < d.T; ++t)
     kernels::rmsnorm(st.kv.data() + t * d.cw, st.kv.data() + t * d.cw, w.kv_a_norm.data<float>(), 1,
-                     d.r, kLatentNormEps);
-  rope_tail(st.kv.data(), b.positions.data(), d.T, 1, d.cw, d.r, d.dr, inv_freq,
-            c.mla.rope_interleave, rope_magnitude(c), st.rope_tmp);
+                     d.r, kMlaLatentNormEps);
+  mla_rope_tail(st.kv.data(), b.positions.data(), d.T, 1, d.cw, d.r, d.dr, inv_freq,
+                c.mla.rope_interleave, rope_magnitude(c), st.rope_tmp);
   const kernels::PagedKv kv = cache.layer(layer);
   kernels::kv_write(kv, st.kv.data(), st.kv.data(), b.slots.data(), d.T);
 

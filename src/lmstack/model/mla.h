@@ -13,7 +13,7 @@
 //                        attends straight over the cached [c_KV, k_R] as one shared KV head
 //                        (MQA with head dim d_c + d_R), and W_UV,h applied to the attended
 //                        latent before o_proj. No per-head K/V is ever built.
-// Not here: YaRN RoPE scaling (config.cc refuses it; real DeepSeek checkpoints need it).
+// Training (forward and backward of the expanded form) is train/mla_train.cc.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +50,18 @@ struct MlaState {
   std::vector<Tensor> kv_b_f32;  // per layer, built on first absorbed use: [H·(d_nope+d_v), d_c]
   std::vector<float> q, kv, qa, lat, attn, ctx, kvb, kbuf, vbuf, obuf, rope_tmp;
 };
+
+// eps of q_a_layernorm and kv_a_layernorm (DeepseekV2RMSNorm / DeepseekV3RMSNorm's default,
+// which transformers does not take from rms_norm_eps for these two).
+inline constexpr float kMlaLatentNormEps = 1e-6f;
+
+// RoPE on the dr dims at `offset` of each of `heads` heads of stride `stride` in x[T, ...],
+// the rotated values scaled by `magnitude` (YaRN's attention factor on cos/sin; 1 otherwise);
+// interleaved pairs (2i, 2i+1) or halves. inverse: the transpose, magnitude · R(-θ), which maps
+// ∂L/∂(output) to ∂L/∂(input) (training, train/mla_train.cc). tmp is scratch.
+void mla_rope_tail(float* x, const int32_t* positions, int64_t tokens, int64_t heads,
+                   int64_t stride, int64_t offset, int64_t dr, const float* inv_freq,
+                   bool interleave, float magnitude, std::vector<float>& tmp, bool inverse = false);
 
 // x[T, C] += o_proj(MLA(h)) for layer `layer`; writes this batch's [c_KV, k_R] into `cache`.
 // inv_freq has d_R / 2 entries.

@@ -236,6 +236,11 @@ TrainResult run_model_parallel_training(const TrainConfig& tc, const model::Mode
                                         const std::optional<std::string>& ckpt, dist::Comm& world,
                                         ThreadPool& pool) {
   (void)data;
+  if (md.config.mla.enabled())  // issue 16: slicing W_kvb / W_q per head is not written
+    throw_error<ConfigError>(
+        "--tp/--pp training of {} (multi-head latent attention) is not implemented; data "
+        "parallelism (--zero 0-3) trains it",
+        md.config.architecture);
   if (tc.dtype != DType::kF32 || tc.recompute || tc.zero != 0)
     throw_error<ConfigError>("--tp/--pp training runs in f32 without --recompute or --zero");
   const int tpp = tc.tp * tc.pp;

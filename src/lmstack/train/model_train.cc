@@ -8,8 +8,10 @@
 #include "lmstack/core/error.h"
 #include "lmstack/core/half.h"
 #include "lmstack/kernels/ops.h"
+#include "lmstack/model/mla.h"
 #include "lmstack/model/rope_scaling.h"
 #include "lmstack/train/backward/backward.h"
+#include "lmstack/train/mla_train.h"
 #include "lmstack/train/model_train_buffers.h"
 
 namespace lmstack::train {
@@ -62,6 +64,15 @@ void for_each_field(model::ModelWeights& w, F&& f) {
                                                 {"b_up", &l.b_up},
                                                 {"b_down", &l.b_down}};
     for (auto& [name, t] : fields) f(p + name, *t);
+    if (l.mla) {  // DeepSeek MLA (model/mla.h); wq is q_proj or q_b_proj, wo o_proj
+      model::MlaLayerWeights& a = *l.mla;
+      std::pair<const char*, Tensor*> mla[] = {{"q_a", &a.q_a},
+                                               {"q_a_norm", &a.q_a_norm},
+                                               {"kv_a", &a.kv_a},
+                                               {"kv_a_norm", &a.kv_a_norm},
+                                               {"kv_b", &a.kv_b}};
+      for (auto& [name, t] : mla) f(p + name, *t);
+    }
   }
   f("final_norm", w.final_norm);
   f("final_norm_bias", w.final_norm_bias);
@@ -86,6 +97,11 @@ Tensor* weight_field(model::ModelWeights& w, const std::string& name) {
   return found;
 }
 
+void unshare_layer_blocks(model::ModelWeights& w) {
+  for (model::LayerWeights& l : w.layers)
+    if (l.mla) l.mla = std::make_shared<model::MlaLayerWeights>(*l.mla);
+}
+
 int param_group(const std::string& name, int num_layers) {
   if (name == "embed" || name == "pos_embed") return 0;
   if (name.rfind("layers.", 0) == 0) return std::stoi(name.substr(7)) + 1;
@@ -95,14 +111,16 @@ int param_group(const std::string& name, int num_layers) {
 TrainModel::TrainModel(const model::ModelConfig& config, const model::ModelWeights& init,
                        ThreadPool& pool, TrainModelOptions options)
     : config_(config), pool_(pool), options_(options) {
-  if (config.moe.enabled() || config.mla.enabled())
-    throw_error<ConfigError>(
-        "training {} (experts / latent attention) is not implemented yet (issue 16)",
-        config.architecture);
+  if (config.moe.enabled())
+    throw_error<ConfigError>("training {} (experts) is not implemented yet (issue 16)",
+                             config.architecture);
+  if (config.mla.enabled()) check_mla_trainable(config);
   const bool tied = config.tie_word_embeddings;
   model::ModelWeights src = init;  // handles only
   master_ = init;
   grads_ = init;
+  unshare_layer_blocks(master_);
+  unshare_layer_blocks(grads_);
   auto src_fields = weight_fields(src, tied);
   auto master_fields = weight_fields(master_, tied);
   auto grad_fields = weight_fields(grads_, tied);
@@ -118,6 +136,7 @@ TrainModel::TrainModel(const model::ModelConfig& config, const model::ModelWeigh
     grads_.lm_head = grads_.embed;
   }
   compute_ = master_;
+  unshare_layer_blocks(compute_);
   sync_compute_weights();
   if (!config.learned_positions) {
     inv_freq_ = model::rope_inv_freq(config);

@@ -20,6 +20,8 @@
 
 namespace lmstack::train {
 
+struct MlaTrainLayer;  // train/mla_train.h
+
 struct TrainModelOptions {
   // kF32: compute on the f32 master weights (parity mode). kBF16: matmuls and embedding
   // lookups read bf16 copies of the matrices, refreshed by sync_compute_weights() after each
@@ -42,8 +44,13 @@ struct ParamRef {
 // Every defined tensor field of `w` with its lmstack name, tied lm_head skipped.
 std::vector<std::pair<std::string, Tensor*>> weight_fields(model::ModelWeights& w, bool tied);
 // The field named `name` ("layers.3.wq", "embed", ...) of `w`, defined or not; nullptr for an
-// unknown name. `w.layers` must already have its entries.
+// unknown name. `w.layers` must already have its entries, and MLA layers their `mla` blocks
+// ("layers.3.kv_b", ...: q_a, q_a_norm, kv_a, kv_a_norm, kv_b).
 Tensor* weight_field(model::ModelWeights& w, const std::string& name);
+// Gives every layer of `w` its own MlaLayerWeights object: a ModelWeights copy shares them with
+// its source through shared_ptr, so without this, assigning a field of the copy (a gradient, an
+// optimizer state, a bf16 compute copy) would overwrite the source's.
+void unshare_layer_blocks(model::ModelWeights& w);
 
 // Parameter groups in forward order: 0 = embeddings, 1..L = layer l-1, L+1 = head (final norm
 // and lm_head). Data parallelism buckets and ZeRO-3 gathers work group by group.
@@ -120,6 +127,9 @@ class TrainModel {
   void forward(const int32_t* inputs, int batch, int seq);
   void backward(const int32_t* inputs);
   void layer_forward(int layer, int batch, int seq);
+  const float* dense_attention_forward(int layer, int batch, int seq);
+  MlaTrainLayer mla_layer(int layer, int batch, int seq);
+  void mla_attention_backward(int layer, int batch, int seq, float* dx);
   void layer_backward(int layer, int batch, int seq, float* dx);
   void attention_backward_block(int layer, int batch, int seq, float* dx);
   void norm_forward(float* y, float* mean, float* rstd, const float* x, const Tensor& w,

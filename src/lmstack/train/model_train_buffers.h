@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "lmstack/core/memory.h"
+#include "lmstack/train/mla_train.h"
 #include "lmstack/train/model_train.h"
 
 namespace lmstack::train {
@@ -22,6 +23,7 @@ struct LayerActs {
   HostBuffer x_mid;                 // [N, C] residual after the attention block
   HostBuffer n2, n2_mean, n2_rstd;  // MLP norm
   HostBuffer gate, up, act;         // [N, F]: up is the pre-activation of GELU MLPs
+  MlaActs mla;  // DeepSeek MLA layers: its attention activations (q..att above stay empty)
 };
 
 struct TrainModel::Buffers {
@@ -32,6 +34,7 @@ struct TrainModel::Buffers {
   HostBuffer nf, nf_mean, nf_rstd, logits, losses;
   // backward scratch
   HostBuffer dx, dn, dq, dk, dv, dq2, dk2, datt, dgate, dup, dact, weight_scratch;
+  MlaScratch mla;  // MLA forward temporaries and attention gradients
   int64_t bytes() const;
 };
 

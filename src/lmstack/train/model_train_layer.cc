@@ -45,6 +45,8 @@ int64_t TrainModel::Buffers::bytes() const {
          {&a.n1, &a.n1_mean, &a.n1_rstd, &a.q_pre, &a.k_pre, &a.q_rstd, &a.k_rstd, &a.q, &a.k, &a.v,
           &a.probs, &a.att, &a.x_mid, &a.n2, &a.n2_mean, &a.n2_rstd, &a.gate, &a.up, &a.act})
       add(*h);
+  for (const LayerActs& a : layers) total += a.mla.bytes();
+  total += mla.bytes();
   for (const HostBuffer* h : {&nf, &nf_mean, &nf_rstd, &logits, &losses, &dx, &dn, &dq, &dk, &dv,
                               &dq2, &dk2, &datt, &dgate, &dup, &dact, &weight_scratch})
     add(*h);
@@ -77,9 +79,13 @@ void TrainModel::ensure_buffers(int batch, int seq) {
       a.q_pre = floats(n * qd), a.k_pre = floats(n * kvd);
       a.q_rstd = floats(n * c.num_heads), a.k_rstd = floats(n * c.num_kv_heads);
     }
-    a.q = floats(n * qd), a.k = floats(n * kvd), a.v = floats(n * kvd);
-    a.probs = floats(static_cast<int64_t>(batch) * c.num_heads * seq * seq);
-    a.att = floats(n * qd);
+    if (c.mla.enabled()) {
+      a.mla.allocate(c, batch, seq);
+    } else {
+      a.q = floats(n * qd), a.k = floats(n * kvd), a.v = floats(n * kvd);
+      a.probs = floats(static_cast<int64_t>(batch) * c.num_heads * seq * seq);
+      a.att = floats(n * qd);
+    }
     a.x_mid = floats(n * hid);
     if (c.mlp == model::MlpKind::kSwiGlu) a.gate = floats(n * f);
     a.up = floats(n * f), a.act = floats(n * f);
@@ -88,8 +94,11 @@ void TrainModel::ensure_buffers(int batch, int seq) {
   if (ln) b->nf_mean = floats(n);
   b->logits = floats(n * c.vocab_size);
   b->dx = floats(n * hid), b->dn = floats(n * hid);
-  b->dq = floats(n * qd), b->dk = floats(n * kvd), b->dv = floats(n * kvd),
-  b->datt = floats(n * qd);
+  if (c.mla.enabled())
+    b->mla.allocate(c, batch, seq);
+  else
+    b->dq = floats(n * qd), b->dk = floats(n * kvd), b->dv = floats(n * kvd),
+    b->datt = floats(n * qd);
   if (c.qk_norm) b->dq2 = floats(n * qd), b->dk2 = floats(n * kvd);
   b->dgate = floats(n * f), b->dup = floats(n * f), b->dact = floats(n * f);
   if (options_.compute_dtype != DType::kF32) {
@@ -130,15 +139,14 @@ void TrainModel::linear_backward(float* dx, Tensor& dw, Tensor& db, const float*
                          fptr(buf_->weight_scratch));
 }
 
-void TrainModel::layer_forward(int l, int batch, int seq) {
+// The llama / GPT-2 attention of layer l from a.n1: writes a.att (o_proj's input).
+const float* TrainModel::dense_attention_forward(int l, int batch, int seq) {
   const model::ModelConfig& c = config_;
   const model::LayerWeights& w = compute_.layers[static_cast<size_t>(l)];
   const model::LayerWeights& m = master_.layers[static_cast<size_t>(l)];
   Buffers& b = *buf_;
   LayerActs& a = b.layers[options_.recompute ? 0 : static_cast<size_t>(l)];
   const int64_t n = static_cast<int64_t>(batch) * seq;
-  const float* x = fptr(b.inputs[static_cast<size_t>(l)]);
-  norm_forward(fptr(a.n1), fptr(a.n1_mean), fptr(a.n1_rstd), x, m.attn_norm, m.attn_norm_bias, n);
   float* q_lin = c.qk_norm ? fptr(a.q_pre) : fptr(a.q);
   float* k_lin = c.qk_norm ? fptr(a.k_pre) : fptr(a.k);
   linear_forward(q_lin, fptr(a.n1), w.wq, m.bq, n, false);
@@ -158,9 +166,26 @@ void TrainModel::layer_forward(int l, int batch, int seq) {
   }
   const AttentionDims dims = attention_dims(c, l, batch, seq);
   attention_forward(pool_, fptr(a.att), fptr(a.probs), fptr(a.q), fptr(a.k), fptr(a.v), dims);
+  return fptr(a.att);
+}
+
+void TrainModel::layer_forward(int l, int batch, int seq) {
+  const model::ModelConfig& c = config_;
+  const model::LayerWeights& w = compute_.layers[static_cast<size_t>(l)];
+  const model::LayerWeights& m = master_.layers[static_cast<size_t>(l)];
+  Buffers& b = *buf_;
+  LayerActs& a = b.layers[options_.recompute ? 0 : static_cast<size_t>(l)];
+  const int64_t n = static_cast<int64_t>(batch) * seq;
+  const float* x = fptr(b.inputs[static_cast<size_t>(l)]);
+  norm_forward(fptr(a.n1), fptr(a.n1_mean), fptr(a.n1_rstd), x, m.attn_norm, m.attn_norm_bias, n);
+  const float* att = fptr(a.mla.att);
+  if (c.mla.enabled())
+    mla_train_forward(pool_, a.mla, b.mla, fptr(a.n1), mla_layer(l, batch, seq));
+  else
+    att = dense_attention_forward(l, batch, seq);
   const size_t row_bytes = static_cast<size_t>(n * c.hidden_size) * sizeof(float);
   std::memcpy(a.x_mid.data(), x, row_bytes);
-  linear_forward(fptr(a.x_mid), fptr(a.att), w.wo, m.bo, n, true);
+  linear_forward(fptr(a.x_mid), att, w.wo, m.bo, n, true);
   norm_forward(fptr(a.n2), fptr(a.n2_mean), fptr(a.n2_rstd), fptr(a.x_mid), m.mlp_norm,
                m.mlp_norm_bias, n);
   const int64_t nf = n * c.intermediate_size;
@@ -210,6 +235,10 @@ void TrainModel::attention_backward_block(int l, int batch, int seq, float* dx) 
   Buffers& b = *buf_;
   LayerActs& a = b.layers[options_.recompute ? 0 : static_cast<size_t>(l)];
   const int64_t n = static_cast<int64_t>(batch) * seq;
+  if (c.mla.enabled()) {
+    mla_attention_backward(l, batch, seq, dx);
+    return;
+  }
   std::memset(b.datt.data(), 0, static_cast<size_t>(n * c.q_dim()) * sizeof(float));
   linear_backward(fptr(b.datt), g.wo, g.bo, dx, fptr(a.att), w.wo, n);
   const AttentionDims dims = attention_dims(c, l, batch, seq);
@@ -234,6 +263,38 @@ void TrainModel::attention_backward_block(int l, int batch, int seq, float* dx) 
   linear_backward(fptr(b.dn), g.wq, g.bq, dq, fptr(a.n1), w.wq, n);
   linear_backward(fptr(b.dn), g.wk, g.bk, dk, fptr(a.n1), w.wk, n);
   linear_backward(fptr(b.dn), g.wv, g.bv, fptr(b.dv), fptr(a.n1), w.wv, n);
+  norm_backward(dx, fptr(b.dn), fptr(b.inputs[static_cast<size_t>(l)]), m.attn_norm,
+                fptr(a.n1_mean), fptr(a.n1_rstd), g.attn_norm, g.attn_norm_bias, n);
+}
+
+MlaTrainLayer TrainModel::mla_layer(int l, int batch, int seq) {
+  const auto i = static_cast<size_t>(l);
+  return MlaTrainLayer{
+      config_,
+      compute_.layers[i],
+      master_.layers[i],
+      grads_.layers[i],
+      l,
+      batch,
+      seq,
+      buf_->positions.data(),
+      inv_freq_.data(),
+      options_.compute_dtype == DType::kF32 ? nullptr : fptr(buf_->weight_scratch)};
+}
+
+// The MLA twin of the dense path above: o_proj, MLA (train/mla_train.cc), attention norm.
+void TrainModel::mla_attention_backward(int l, int batch, int seq, float* dx) {
+  const model::ModelConfig& c = config_;
+  const model::LayerWeights& w = compute_.layers[static_cast<size_t>(l)];
+  const model::LayerWeights& m = master_.layers[static_cast<size_t>(l)];
+  model::LayerWeights& g = grads_.layers[static_cast<size_t>(l)];
+  Buffers& b = *buf_;
+  LayerActs& a = b.layers[options_.recompute ? 0 : static_cast<size_t>(l)];
+  const int64_t n = static_cast<int64_t>(batch) * seq;
+  std::memset(b.mla.datt.data(), 0, b.mla.datt.size());
+  linear_backward(fptr(b.mla.datt), g.wo, g.bo, dx, fptr(a.mla.att), w.wo, n);
+  std::memset(b.dn.data(), 0, static_cast<size_t>(n * c.hidden_size) * sizeof(float));
+  mla_train_backward(pool_, fptr(b.dn), fptr(a.n1), a.mla, b.mla, mla_layer(l, batch, seq));
   norm_backward(dx, fptr(b.dn), fptr(b.inputs[static_cast<size_t>(l)]), m.attn_norm,
                 fptr(a.n1_mean), fptr(a.n1_rstd), g.attn_norm, g.attn_norm_bias, n);
 }

@@ -19,6 +19,7 @@
 
 #include "lmstack/core/error.h"
 #include "lmstack/core/file.h"
+#include "lmstack/model/mla.h"
 #include "lmstack/model/safetensors.h"
 
 namespace lmstack::train {
@@ -222,6 +223,8 @@ void CheckpointReader::read_block(StateKind kind, const std::string& name, int64
 model::ModelWeights CheckpointReader::full_weights(StateKind kind) const {
   model::ModelWeights w;
   w.layers.resize(static_cast<size_t>(config_.num_layers));
+  if (config_.mla.enabled())  // weight_field finds MLA tensors in a layer's mla block
+    for (model::LayerWeights& l : w.layers) l.mla = std::make_shared<model::MlaLayerWeights>();
   const MemoryCategory cat =
       kind == StateKind::kWeights ? MemoryCategory::kWeights : MemoryCategory::kOptimizer;
   for (const auto& [name, shape] : shapes_) {
