@@ -8,6 +8,7 @@
 #include "lmstack/core/error.h"
 #include "lmstack/core/half.h"
 #include "lmstack/kernels/ops.h"
+#include "lmstack/model/moe.h"
 #include "lmstack/model/rope_scaling.h"
 #include "lmstack/train/backward/backward.h"
 #include "lmstack/train/model_train_buffers.h"
@@ -33,6 +34,24 @@ Tensor owned_f32(const Tensor& t, MemoryCategory category) {
 }  // namespace
 
 namespace {
+
+// A sparse layer's fields: "router", "score_bias", "experts.<e>.w_gate|w_up|w_down",
+// "shared.w_gate|w_up|w_down", "shared_expert_gate" (each under "layers.<i>.moe.").
+template <class F>
+void for_each_moe_field(model::MoeLayerWeights& m, const std::string& p, F&& f) {
+  f(p + "router", m.router);
+  f(p + "score_bias", m.score_bias);
+  for (size_t e = 0; e < m.w_gate.size(); ++e) {
+    const std::string x = p + "experts." + std::to_string(e) + ".";
+    f(x + "w_gate", m.w_gate[e]);
+    f(x + "w_up", m.w_up[e]);
+    f(x + "w_down", m.w_down[e]);
+  }
+  f(p + "shared.w_gate", m.shared_gate);
+  f(p + "shared.w_up", m.shared_up);
+  f(p + "shared.w_down", m.shared_down);
+  f(p + "shared_expert_gate", m.shared_expert_gate);
+}
 
 // Calls f(name, field) for every field of `w`, defined or not, in forward order; lm_head last.
 template <class F>
@@ -62,6 +81,7 @@ void for_each_field(model::ModelWeights& w, F&& f) {
                                                 {"b_up", &l.b_up},
                                                 {"b_down", &l.b_down}};
     for (auto& [name, t] : fields) f(p + name, *t);
+    if (l.moe) for_each_moe_field(*l.moe, p + "moe.", f);
   }
   f("final_norm", w.final_norm);
   f("final_norm_bias", w.final_norm_bias);
@@ -95,9 +115,13 @@ int param_group(const std::string& name, int num_layers) {
 TrainModel::TrainModel(const model::ModelConfig& config, const model::ModelWeights& init,
                        ThreadPool& pool, TrainModelOptions options)
     : config_(config), pool_(pool), options_(options) {
-  if (config.moe.enabled() || config.mla.enabled())
+  if (config.mla.enabled())
+    throw_error<ConfigError>("training {} (latent attention) is not implemented yet (issue 16)",
+                             config.architecture);
+  if (config.moe.enabled() && options.compute_dtype != DType::kF32)
     throw_error<ConfigError>(
-        "training {} (experts / latent attention) is not implemented yet (issue 16)",
+        "training {} (experts) supports --dtype f32 only (routers and the "
+        "expert grouping read f32 weights)",
         config.architecture);
   const bool tied = config.tie_word_embeddings;
   model::ModelWeights src = init;  // handles only
@@ -208,6 +232,9 @@ double TrainModel::forward_backward(const int32_t* inputs, const int32_t* target
   const int64_t n = static_cast<int64_t>(batch) * seq;
   const double total = cross_entropy_forward_backward(fptr(b.logits), fptr(b.losses), targets, n,
                                                       config_.vocab_size, grad_scale);
+  // The aux loss enters the objective as coef · aux per micro-batch, next to the mean CE:
+  // grad_scale · n is the weight the mean CE has (transformers: loss += coef · aux_loss).
+  prepare_moe_aux(options_.moe_aux_loss_coef * grad_scale * static_cast<double>(n));
   backward(inputs);
   return total / static_cast<double>(n);
 }
@@ -216,6 +243,7 @@ double TrainModel::forward_backward_logits(const int32_t* inputs, int batch, int
                                            const std::function<double(float* logits)>& loss_grad) {
   forward(inputs, batch, seq);
   const double loss = loss_grad(fptr(buf_->logits));
+  prepare_moe_aux(0);
   backward(inputs);
   return loss;
 }

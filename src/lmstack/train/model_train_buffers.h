@@ -7,6 +7,7 @@
 
 #include "lmstack/core/memory.h"
 #include "lmstack/train/model_train.h"
+#include "lmstack/train/moe_train.h"
 
 namespace lmstack::train {
 
@@ -22,6 +23,7 @@ struct LayerActs {
   HostBuffer x_mid;                 // [N, C] residual after the attention block
   HostBuffer n2, n2_mean, n2_rstd;  // MLP norm
   HostBuffer gate, up, act;         // [N, F]: up is the pre-activation of GELU MLPs
+  MoeActs moe;                      // sparse layers (config.moe.is_sparse)
 };
 
 struct TrainModel::Buffers {
@@ -32,6 +34,12 @@ struct TrainModel::Buffers {
   HostBuffer nf, nf_mean, nf_rstd, logits, losses;
   // backward scratch
   HostBuffer dx, dn, dq, dk, dv, dq2, dk2, datt, dgate, dup, dact, weight_scratch;
+  // MoE: per layer and expert, the rows routed and Σ softmax probabilities of the last
+  // forward ([L, E]); the aux loss's gradient per probability ([E], empty: none); scratch.
+  std::vector<int64_t> expert_tokens;
+  std::vector<double> expert_prob_sum;
+  std::vector<float> moe_aux_dprob;
+  MoeGradScratch moe_grad;
   int64_t bytes() const;
 };
 
