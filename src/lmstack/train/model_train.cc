@@ -106,6 +106,19 @@ Tensor* weight_field(model::ModelWeights& w, const std::string& name) {
   return found;
 }
 
+model::ModelWeights weight_skeleton(const model::ModelConfig& config) {
+  model::ModelWeights w;
+  w.layers.resize(static_cast<size_t>(config.num_layers));
+  const size_t e = static_cast<size_t>(config.moe.num_experts);
+  for (int l = 0; l < config.num_layers; ++l) {
+    if (!config.moe.is_sparse(l)) continue;
+    auto m = std::make_shared<model::MoeLayerWeights>();
+    m->w_gate.resize(e), m->w_up.resize(e), m->w_down.resize(e);
+    w.layers[static_cast<size_t>(l)].moe = std::move(m);
+  }
+  return w;
+}
+
 int param_group(const std::string& name, int num_layers) {
   if (name == "embed" || name == "pos_embed") return 0;
   if (name.rfind("layers.", 0) == 0) return std::stoi(name.substr(7)) + 1;

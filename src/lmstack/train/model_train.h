@@ -49,6 +49,10 @@ std::vector<std::pair<std::string, Tensor*>> weight_fields(model::ModelWeights& 
 // unknown name. `w.layers` must already have its entries.
 Tensor* weight_field(model::ModelWeights& w, const std::string& name);
 
+// An empty ModelWeights with every field weight_field can name for `config`: num_layers layer
+// entries, and a MoE struct with num_experts expert slots in each sparse layer.
+model::ModelWeights weight_skeleton(const model::ModelConfig& config);
+
 // Parameter groups in forward order: 0 = embeddings, 1..L = layer l-1, L+1 = head (final norm
 // and lm_head). Data parallelism buckets and ZeRO-3 gathers work group by group.
 int param_group(const std::string& name, int num_layers);
