@@ -52,7 +52,7 @@ def config_for(case):
                 "qkv_bias": True}
     return {**base, "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
             "head_dim": C // H, "intermediate_size": 40, "num_experts": 8,
-            "num_experts_per_tok": 2, "moe_intermediate_size": 16, "norm_topk_prob": True,
+            "num_experts_per_tok": 2, "moe_intermediate_size": 8, "norm_topk_prob": True,
             "decoder_sparse_step": 1, "mlp_only_layers": []}
 
 
@@ -233,6 +233,10 @@ def main():
     opt = torch.optim.AdamW([{"params": [t for t in w.values() if t.dim() == 2], "weight_decay": HP["weight_decay"]},
                              {"params": [t for t in w.values() if t.dim() != 2], "weight_decay": 0.0}],
                             lr=HP["lr"], betas=(HP["beta1"], HP["beta2"]), eps=HP["eps"])
+    # An expert no row chose still gets a zero gradient (not None), so AdamW decays and moves
+    # it as lmstack's dense optimizer does.
+    for t in w.values():
+        t.grad = torch.zeros_like(t)
     losses, auxes = [], []
     for step in range(HP["steps"]):
         opt.zero_grad()
