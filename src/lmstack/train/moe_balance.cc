@@ -1,8 +1,9 @@
-// Per-step expert loads, bias update and log fields (contracts in moe_balance.h).
+// Per-step expert loads, bias update, log fields and the MoE option checks (moe_balance.h).
 #include "lmstack/train/moe_balance.h"
 
 #include <algorithm>
 
+#include "lmstack/core/error.h"
 #include "lmstack/model/moe.h"
 #include "lmstack/train/moe_train.h"
 
@@ -66,6 +67,33 @@ void moe_log_fields(const model::ModelConfig& config, const MoeStepLoads& s, Jso
   measured["expert_layers"] = layers;
   measured["moe_max_load_ratio"] = worst;
   measured["moe_aux_loss"] = s.aux_loss;
+}
+
+double moe_aux_loss_weight(const TrainConfig& tc, const model::ModelConfig& mc) {
+  if (tc.moe_aux_loss_coef >= 0) return tc.moe_aux_loss_coef;
+  return mc.moe.aux_loss_coef >= 0 ? mc.moe.aux_loss_coef : 0.01;
+}
+
+void check_moe_train_config(const TrainConfig& tc, const model::ModelConfig& mc) {
+  if (!mc.moe.enabled()) {
+    if (tc.moe_bias_update_rate > 0 || tc.moe_aux_loss_coef >= 0)
+      throw_error<ConfigError>("--moe-* options need a mixture-of-experts model ({} is dense)",
+                               mc.architecture);
+    return;
+  }
+  if (tc.tp * tc.pp > 1)
+    throw_error<ConfigError>(
+        "--tp/--pp with experts ({}) are not implemented: train MoE models with --dp",
+        mc.architecture);
+  if (tc.moe_bias_update_rate > 0 && !mc.moe.score_bias)
+    throw_error<ConfigError>(
+        "--moe-bias-update-rate needs a router with e_score_correction_bias "
+        "(DeepSeek-V3); {} has none",
+        mc.architecture);
+  if (tc.moe_bias_update_rate > 0 && tc.zero == 3)
+    throw_error<ConfigError>(
+        "--moe-bias-update-rate with --zero 3 is not implemented (each rank "
+        "holds only its shard of the biases)");
 }
 
 }  // namespace lmstack::train

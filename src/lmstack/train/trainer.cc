@@ -71,37 +71,6 @@ Json settings_of(const TrainConfig& tc, const model::ModelConfig& mc, const Data
           {"data_train_tokens", data.train_tokens}};
 }
 
-// The load-balancing weight: --moe-aux-loss-coef, else the config's router_aux_loss_coef
-// (transformers writes 0.001 for Mixtral and Qwen-MoE by default), else 0.01, the Switch
-// Transformer's alpha (Fedus et al. 2021 §2.2).
-double moe_aux_coef(const TrainConfig& tc, const model::ModelConfig& mc) {
-  if (tc.moe_aux_loss_coef >= 0) return tc.moe_aux_loss_coef;
-  return mc.moe.aux_loss_coef >= 0 ? mc.moe.aux_loss_coef : 0.01;
-}
-
-// MoE training runs on the single-process and data-parallel paths in f32 (ConfigError else).
-void check_moe_config(const TrainConfig& tc, const model::ModelConfig& mc) {
-  if (!mc.moe.enabled()) {
-    if (tc.moe_bias_update_rate > 0 || tc.moe_aux_loss_coef >= 0)
-      throw_error<ConfigError>("--moe-* options need a mixture-of-experts model ({} is dense)",
-                               mc.architecture);
-    return;
-  }
-  if (tc.tp * tc.pp > 1)
-    throw_error<ConfigError>(
-        "--tp/--pp with experts ({}) are not implemented: train MoE models with --dp",
-        mc.architecture);
-  if (tc.moe_bias_update_rate > 0 && !mc.moe.score_bias)
-    throw_error<ConfigError>(
-        "--moe-bias-update-rate needs a router with e_score_correction_bias "
-        "(DeepSeek-V3); {} has none",
-        mc.architecture);
-  if (tc.moe_bias_update_rate > 0 && tc.zero == 3)
-    throw_error<ConfigError>(
-        "--moe-bias-update-rate with --zero 3 is not implemented (each rank "
-        "holds only its shard of the biases)");
-}
-
 std::string format_eta(double seconds) {
   const int64_t s = static_cast<int64_t>(seconds);
   if (s >= 3600) return fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60);
@@ -444,14 +413,14 @@ TrainResult run_training(const TrainConfig& config, ThreadPool& pool) {
   if (r.data.vocab_size > r.md.config.vocab_size)
     throw_error<ConfigError>("the data's vocabulary ({}) is larger than the model's ({})",
                              r.data.vocab_size, r.md.config.vocab_size);
-  check_moe_config(tc, r.md.config);
+  check_moe_train_config(tc, r.md.config);
   // A resume keeps the run's aux-loss weight (config.json does not carry it).
   if (ckpt && tc.moe_aux_loss_coef < 0 && r.md.config.moe.enabled())
     tc.moe_aux_loss_coef =
         optional<double>(read_trainer_state(*ckpt).settings, "moe_aux_loss_coef", -1.0, *ckpt);
   r.settings = settings_of(tc, r.md.config, r.data);
   if (r.md.config.moe.enabled()) {
-    r.settings["moe_aux_loss_coef"] = moe_aux_coef(tc, r.md.config);
+    r.settings["moe_aux_loss_coef"] = moe_aux_loss_weight(tc, r.md.config);
     r.settings["moe_bias_update_rate"] = tc.moe_bias_update_rate;
   }
   TrainerState state;
@@ -468,7 +437,7 @@ TrainResult run_training(const TrainConfig& config, ThreadPool& pool) {
   }
   r.model = std::make_unique<TrainModel>(
       r.md.config, r.md.weights, pool,
-      TrainModelOptions{tc.dtype, tc.recompute, moe_aux_coef(tc, r.md.config)});
+      TrainModelOptions{tc.dtype, tc.recompute, moe_aux_loss_weight(tc, r.md.config)});
   const int64_t num_parameters = r.model->num_parameters();  // before ZeRO-3 shards them
   setup_optimizer(r, ckpt);
   r.train = std::make_unique<TokenLoader>(tc.data_dir, "train", tc.seq, tc.seed, true);
