@@ -172,8 +172,8 @@ TEST(MoeTrainer, UnsupportedCombinationsAreRefusedByName) {
   c.moe_bias_update_rate = 0.001f;
   expect_refused(c, "e_score_correction_bias");
   c = tiny_config(data, test::temp_dir("moe_refuse2"), "mixtral");
-  c.dtype = DType::kBF16;
-  expect_refused(c, "--dtype f32");
+  c.tp = 2;
+  expect_refused(c, "--tp/--pp with experts");
   c = tiny_config(data, test::temp_dir("moe_refuse3"), "llama");
   c.moe_aux_loss_coef = 0.1;
   expect_refused(c, "mixture-of-experts");

@@ -131,11 +131,6 @@ TrainModel::TrainModel(const model::ModelConfig& config, const model::ModelWeigh
   if (config.mla.enabled())
     throw_error<ConfigError>("training {} (latent attention) is not implemented yet (issue 16)",
                              config.architecture);
-  if (config.moe.enabled() && options.compute_dtype != DType::kF32)
-    throw_error<ConfigError>(
-        "training {} (experts) supports --dtype f32 only (routers and the "
-        "expert grouping read f32 weights)",
-        config.architecture);
   const bool tied = config.tie_word_embeddings;
   model::ModelWeights src = init;  // handles only
   master_ = init;

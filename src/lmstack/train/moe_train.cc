@@ -45,14 +45,15 @@ void swiglu_forward(ThreadPool& pool, float* y, float* gate, float* up, float* a
 void swiglu_train_backward(ThreadPool& pool, float* dx, Tensor& gg, Tensor& gu, Tensor& gd,
                            const float* dy, const float* x, const float* gate, const float* up,
                            const float* act, int64_t n, const Tensor& wg, const Tensor& wu,
-                           const Tensor& wd, float* dact, float* dgate, float* dup) {
+                           const Tensor& wd, float* dact, float* dgate, float* dup,
+                           float* scratch) {
   const int64_t f = wg.dim(0), c = wg.dim(1);
   std::memset(dact, 0, at(n * f) * sizeof(float));
-  linear_backward(pool, dact, gd.data<float>(), nullptr, dy, act, wd, n, nullptr);
+  linear_backward(pool, dact, gd.data<float>(), nullptr, dy, act, wd, n, scratch);
   swiglu_backward(dgate, dup, dact, gate, up, n * f);
   std::memset(dx, 0, at(n * c) * sizeof(float));
-  linear_backward(pool, dx, gg.data<float>(), nullptr, dgate, x, wg, n, nullptr);
-  linear_backward(pool, dx, gu.data<float>(), nullptr, dup, x, wu, n, nullptr);
+  linear_backward(pool, dx, gg.data<float>(), nullptr, dgate, x, wg, n, scratch);
+  linear_backward(pool, dx, gu.data<float>(), nullptr, dup, x, wu, n, scratch);
 }
 
 void shared_forward(ThreadPool& pool, float* out, const float* h, int64_t rows, int64_t C,
@@ -95,7 +96,7 @@ void shared_backward(ThreadPool& pool, float* dh, model::MoeLayerWeights& g, con
   std::vector<float> dx(at(rows * C));
   swiglu_train_backward(pool, dx.data(), g.shared_gate, g.shared_up, g.shared_down, dsy, h,
                         fp(a.s_gate), fp(a.s_up), fp(a.s_act), rows, w.shared_gate, w.shared_up,
-                        w.shared_down, fp(s.ds_act), fp(s.ds_gate), fp(s.ds_up));
+                        w.shared_down, fp(s.ds_act), fp(s.ds_gate), fp(s.ds_up), s.weight_scratch);
   kernels::add_inplace(dh, dx.data(), rows * C);
 }
 
@@ -181,7 +182,7 @@ void moe_experts_backward(ThreadPool& pool, MoeGradScratch& s, model::MoeLayerWe
                           fp(s.dye) + b * C, fp(a.xe) + b * C, fp(a.gate) + b * fe,
                           fp(a.up) + b * fe, fp(a.act) + b * fe, n, w.w_gate[e], w.w_up[e],
                           w.w_down[e], fp(s.dact) + b * fe, fp(s.dgate) + b * fe,
-                          fp(s.dup) + b * fe);
+                          fp(s.dup) + b * fe, s.weight_scratch);
   }
 }
 
@@ -290,6 +291,15 @@ void moe_mlp_backward(ThreadPool& pool, float* dh, model::MoeLayerWeights& g, co
                       aux_dprob);
   linear_backward(pool, dh, g.router.data<float>(), nullptr, s.dlogits.data(), h, w.router, rows,
                   nullptr);
+}
+
+model::MoeLayerWeights moe_compute_weights(const model::MoeLayerWeights& compute,
+                                           const model::MoeLayerWeights& master) {
+  model::MoeLayerWeights w = compute;
+  w.router = master.router;
+  w.score_bias = master.score_bias;
+  w.shared_expert_gate = master.shared_expert_gate;
+  return w;
 }
 
 double moe_aux_loss(const int64_t* tokens, const double* prob_sum, int num_experts,

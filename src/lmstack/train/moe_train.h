@@ -39,18 +39,28 @@ struct MoeGradScratch {
   HostBuffer dxe, dye, dgate, dup, dact;    // [P, C], [P, C], [P, Fe] x3
   HostBuffer ds_gate, ds_up, ds_act, ds_y;  // [N, Fs] x3, [N, C]
   std::vector<float> dweight, dlogits;      // [N, k], [N, E]
+  float* weight_scratch =
+      nullptr;  // linear_backward's widening buffer for bf16 experts (not owned)
 
   void allocate(const model::ModelConfig& c, int64_t rows);
   int64_t bytes() const;
 };
 
-// out[N, C] += MoE(h[N, C]) with f32 weights `w`, saving into `a`. tokens_per_expert[E] gets
-// each expert's rows, prob_sum[E] the sum over rows of softmax(logits) (the aux loss's P_e).
+// The weights a sparse layer computes with: the experts' (and shared expert's) compute copies,
+// bf16 under mixed precision, with the router, its score bias and the shared-expert gate from
+// the f32 master (inference keeps routers f32 too: the top-k is sensitive to rounding).
+model::MoeLayerWeights moe_compute_weights(const model::MoeLayerWeights& compute,
+                                           const model::MoeLayerWeights& master);
+
+// out[N, C] += MoE(h[N, C]) with weights `w` (moe_compute_weights), saving into `a`.
+// tokens_per_expert[E] gets each expert's rows, prob_sum[E] the sum over rows of softmax(logits)
+// (the aux loss's P_e).
 void moe_mlp_forward(ThreadPool& pool, float* out, const float* h, int64_t rows,
                      const model::ModelConfig& c, const model::MoeLayerWeights& w, MoeActs& a,
                      int64_t* tokens_per_expert, double* prob_sum);
 
-// dh[N, C] += ∂L/∂h and g's tensors += ∂L/∂w (router, experts, shared) from dy = ∂L/∂out.
+// dh[N, C] += ∂L/∂h and g's tensors += ∂L/∂w (router, experts, shared) from dy = ∂L/∂out;
+// bf16 expert weights need s.weight_scratch.
 // aux_dprob[E] (may be null) adds Σ_rows Σ_e aux_dprob[e] · softmax(logits)_e to the loss
 // (the load-balancing term, moe_aux_loss). The selection itself has no gradient, nor does
 // V3's score bias (selection only).
