@@ -81,6 +81,13 @@ void add_options(CLI::App& app, TrainCliOptions& o) {
   app.add_option("--pp-layers", c.pp_layers,
                  "layers per (virtual) stage, comma-separated (default: even)")
       ->delimiter(',');
+  app.add_option("--moe-aux-loss-coef", c.moe_aux_loss_coef,
+                 "MoE load-balancing loss weight (default: the config's router_aux_loss_coef, "
+                 "else 0.01)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--moe-bias-update-rate", c.moe_bias_update_rate,
+                 "DeepSeek-V3 aux-loss-free balancing: bias += rate * sign(mean - load) per step")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--trace", c.trace_path,
                  "Chrome trace JSON (Perfetto) of forward/backward/communication per rank");
   add_threads_option(app, o.threads);
@@ -139,6 +146,8 @@ std::function<int()> setup(CLI::App& app) {
 const RegisterCommand kRegister{
     {"train", "train a model on token shards (hand-written backward, AdamW, checkpoints)",
      "  lmstack train --init-preset tiny-llama --data data/poems --out runs/tiny --steps 200\n"
+     "  lmstack train --init-preset tiny-mixtral --data data/poems --out runs/moe --steps 200 "
+     "--log runs/moe/log.jsonl\n"
      "  lmstack train --model runs/tiny/checkpoints/step-00000200 --data data/poems --out runs/ft "
      "--lr 1e-4 --dtype bf16 --recompute full --log ft.jsonl\n"
      "  lmstack train --init-preset tiny-llama --data data/poems --out runs/tiny --steps 200 "

@@ -61,6 +61,7 @@ void parse_mixtral(const Json& j, const std::string& src, ModelConfig& c) {
   c.moe.top_k = require<int>(j, "num_experts_per_tok", src);
   c.moe.expert_intermediate = c.intermediate_size;  // every MLP is the MoE block
   c.moe.norm_topk_prob = true;  // softmax, top-k, divided by their sum (MixtralSparseMoeBlock)
+  c.moe.aux_loss_coef = optional<float>(j, "router_aux_loss_coef", -1.0f, src);
   all_sparse_from(c, 0);
 }
 
@@ -91,6 +92,7 @@ void parse_qwen_moe(const Json& j, const std::string& src, ModelConfig& c) {
   c.moe.top_k = require<int>(j, "num_experts_per_tok", src);
   c.moe.expert_intermediate = require<int>(j, "moe_intermediate_size", src);
   c.moe.norm_topk_prob = optional<bool>(j, "norm_topk_prob", false, src);
+  c.moe.aux_loss_coef = optional<float>(j, "router_aux_loss_coef", -1.0f, src);
   if (!qwen3) {
     c.moe.shared_intermediate = optional<int>(j, "shared_expert_intermediate_size", 5632, src);
     c.moe.shared_gate = c.moe.shared_intermediate > 0;
@@ -146,6 +148,7 @@ void parse_deepseek(const Json& j, const std::string& src, ModelConfig& c) {
   e.expert_intermediate = require<int>(j, "moe_intermediate_size", src);
   e.shared_intermediate = optional<int>(j, "n_shared_experts", 0, src) * e.expert_intermediate;
   e.routed_scale = optional<float>(j, "routed_scaling_factor", 1.0f, src);
+  e.aux_loss_coef = optional<float>(j, "aux_loss_alpha", -1.0f, src);
   all_sparse_from(c, optional<int>(j, "first_k_dense_replace", 0, src));
   if (v3) {  // DeepseekV3TopkRouter: sigmoid, bias for selection, top-2 group sums
     const std::string scoring = optional<std::string>(j, "scoring_func", "sigmoid", src);

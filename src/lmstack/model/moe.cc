@@ -17,18 +17,6 @@ namespace {
 
 float sigmoid(float z) { return 1.0f / (1.0f + std::exp(-z)); }
 
-// Scores of one row: softmax over all experts or sigmoid per expert.
-void row_scores(RouterScore kind, const float* logits, int e, float* scores) {
-  if (kind == RouterScore::kSigmoid) {
-    for (int i = 0; i < e; ++i) scores[i] = sigmoid(logits[i]);
-    return;
-  }
-  const float mx = *std::max_element(logits, logits + e);
-  double sum = 0;
-  for (int i = 0; i < e; ++i) sum += scores[i] = std::exp(logits[i] - mx);
-  for (int i = 0; i < e; ++i) scores[i] = static_cast<float>(scores[i] / sum);
-}
-
 // Group-limited eligibility: keep the topk_groups best groups (V2: a group's best score; V3:
 // the sum of its best two), zero the rest's choice scores, as transformers' masked_fill does.
 void limit_groups(const MoeConfig& cfg, float* choice) {
@@ -53,6 +41,17 @@ void limit_groups(const MoeConfig& cfg, float* choice) {
 
 }  // namespace
 
+void moe_scores(RouterScore kind, const float* logits, int e, float* scores) {
+  if (kind == RouterScore::kSigmoid) {
+    for (int i = 0; i < e; ++i) scores[i] = sigmoid(logits[i]);
+    return;
+  }
+  const float mx = *std::max_element(logits, logits + e);
+  double sum = 0;
+  for (int i = 0; i < e; ++i) sum += scores[i] = std::exp(logits[i] - mx);
+  for (int i = 0; i < e; ++i) scores[i] = static_cast<float>(scores[i] / sum);
+}
+
 int64_t MoeLayerWeights::expert_bytes(int e) const {
   const size_t i = static_cast<size_t>(e);
   return w_gate[i].nbytes() + w_up[i].nbytes() + w_down[i].nbytes();
@@ -74,7 +73,7 @@ void moe_route(const MoeConfig& cfg, const float* logits, int64_t tokens, const 
   std::vector<float> scores(static_cast<size_t>(e)), choice(static_cast<size_t>(e));
   std::vector<int> idx(static_cast<size_t>(e));
   for (int64_t t = 0; t < tokens; ++t) {
-    row_scores(cfg.score, logits + t * e, e, scores.data());
+    moe_scores(cfg.score, logits + t * e, e, scores.data());
     for (int i = 0; i < e; ++i)
       choice[static_cast<size_t>(i)] =
           scores[static_cast<size_t>(i)] + (score_bias != nullptr ? score_bias[i] : 0.0f);
@@ -112,10 +111,10 @@ void swiglu(ThreadPool& pool, float* y, const float* x, int64_t n, const Tensor&
   kernels::linear(pool, y, u.data(), down, n);
 }
 
-// Counting sort of the T·k (token, slot) pairs by expert: expert e's pairs are
-// order[offsets[e] .. offsets[e+1]), each entry t * k + j.
-void group_by_expert(const MoeRouting& r, int num_experts, std::vector<int32_t>& offsets,
-                     std::vector<int32_t>& order) {
+}  // namespace
+
+void moe_group_by_expert(const MoeRouting& r, int num_experts, std::vector<int32_t>& offsets,
+                         std::vector<int32_t>& order) {
   offsets.assign(static_cast<size_t>(num_experts) + 1, 0);
   for (int32_t ex : r.chosen) ++offsets[static_cast<size_t>(ex) + 1];
   std::partial_sum(offsets.begin(), offsets.end(), offsets.begin());
@@ -124,8 +123,6 @@ void group_by_expert(const MoeRouting& r, int num_experts, std::vector<int32_t>&
   for (size_t p = 0; p < r.chosen.size(); ++p)
     order[static_cast<size_t>(fill[static_cast<size_t>(r.chosen[p])]++)] = static_cast<int32_t>(p);
 }
-
-}  // namespace
 
 void moe_forward(ThreadPool& pool, float* x, const float* h, int64_t tokens, int layer,
                  const ModelConfig& config, const MoeLayerWeights& w, MoeScratch& s,
@@ -137,7 +134,7 @@ void moe_forward(ThreadPool& pool, float* x, const float* h, int64_t tokens, int
   kernels::linear(pool, s.logits.data(), h, w.router, tokens);
   moe_route(cfg, s.logits.data(), tokens,
             w.score_bias.defined() ? w.score_bias.data<float>() : nullptr, s.routing);
-  group_by_expert(s.routing, E, s.offsets, s.order);
+  moe_group_by_expert(s.routing, E, s.offsets, s.order);
   s.combined.assign(static_cast<size_t>(tokens * C), 0.0f);
   for (int e = 0; e < E; ++e) {
     const int32_t begin = s.offsets[static_cast<size_t>(e)],

@@ -3,7 +3,7 @@
 // the tokens of the flattened batch are grouped by expert and each expert runs one GEMM over
 // exactly its tokens (dropless: no capacity, no padding), and the outputs are combined with the
 // routing weights; shared experts (DeepSeek) or a sigmoid-gated shared expert (Qwen2-MoE) run on
-// every token. Not here: training (train/), expert parallelism (dist/).
+// every token. Not here: training (train/moe_train.h), expert parallelism (dist/).
 //
 // Thread safety: MoeScratch belongs to one caller; the weights are read-only.
 #pragma once
@@ -42,6 +42,15 @@ struct MoeRouting {
 // renormalized when norm_topk_prob; times routed_scale). Ties go to the lower expert id.
 void moe_route(const MoeConfig& cfg, const float* logits, int64_t tokens, const float* score_bias,
                MoeRouting& out);
+
+// Scores of one row of router logits[e]: softmax over all experts or a sigmoid per expert
+// (scores[e], written). Shared with training (train/moe_train.cc), whose backward inverts it.
+void moe_scores(RouterScore kind, const float* logits, int e, float* scores);
+
+// Counting sort of the T·k (token, slot) pairs of `r` by expert: expert e's pairs are
+// order[offsets[e] .. offsets[e+1]), each entry t * k + j, in increasing pair order.
+void moe_group_by_expert(const MoeRouting& r, int num_experts, std::vector<int32_t>& offsets,
+                         std::vector<int32_t>& order);
 
 // Per-forward counters of a Decoder's MoE layers.
 struct MoeStats {

@@ -28,6 +28,10 @@ struct MoeConfig {
   bool score_bias = false;      // DeepSeek-V3 e_score_correction_bias (selection only)
   float routed_scale = 1.0f;    // routed_scaling_factor, applied to the routed experts' sum
   std::vector<uint8_t> sparse;  // [num_layers]: 1 where the layer's MLP is the MoE block
+  // Load-balancing loss weight from config.json (router_aux_loss_coef; DeepSeek's
+  // aux_loss_alpha); -1 when absent. Training reads it (train/trainer.cc), inference does not;
+  // to_json does not write it back (a training run keeps its value in trainer_state.json).
+  float aux_loss_coef = -1.0f;
 
   bool enabled() const { return num_experts > 0; }
   bool is_sparse(int layer) const {

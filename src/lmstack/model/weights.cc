@@ -246,6 +246,14 @@ std::vector<std::pair<std::string, Tensor>> llama_to_hf(const ModelConfig& c, co
 
 }  // namespace
 
+std::shared_ptr<MoeLayerWeights> clone_handles(const MoeLayerWeights& w) {
+  return std::make_shared<MoeLayerWeights>(w);
+}
+
+std::shared_ptr<MlaLayerWeights> clone_handles(const MlaLayerWeights& w) {
+  return std::make_shared<MlaLayerWeights>(w);
+}
+
 int64_t ModelWeights::bytes() const {
   // Tied or split tensors share storage; distinct (address, size) pairs count once.
   std::map<const void*, int64_t> seen;

@@ -20,6 +20,29 @@ namespace lmstack::model {
 struct MoeLayerWeights;  // model/moe.h
 struct MlaLayerWeights;  // model/mla.h
 
+// New handles to the same tensors (weights.cc, where both types are complete).
+std::shared_ptr<MoeLayerWeights> clone_handles(const MoeLayerWeights& w);
+std::shared_ptr<MlaLayerWeights> clone_handles(const MlaLayerWeights& w);
+
+// A shared_ptr whose copies hold their own copy of the pointee (a struct of Tensor handles, so
+// the copy is cheap and shares storage): copying a ModelWeights then never aliases another
+// copy's MoE/MLA fields, as its plain Tensor fields never do. TrainModel's master, gradient and
+// compute copies and the checkpoint writer's optimizer-state view rely on that.
+template <class T>
+class HandlesPtr : public std::shared_ptr<T> {
+ public:
+  HandlesPtr() = default;
+  HandlesPtr(std::shared_ptr<T> p) : std::shared_ptr<T>(std::move(p)) {}  // NOLINT: implicit
+  HandlesPtr(const HandlesPtr& o) : std::shared_ptr<T>(o ? clone_handles(*o) : nullptr) {}
+  HandlesPtr(HandlesPtr&&) noexcept = default;
+  HandlesPtr& operator=(const HandlesPtr& o) {
+    if (this != &o) std::shared_ptr<T>::operator=(o ? clone_handles(*o) : nullptr);
+    return *this;
+  }
+  HandlesPtr& operator=(HandlesPtr&&) noexcept = default;
+  ~HandlesPtr() = default;
+};
+
 struct LayerWeights {
   Tensor attn_norm, attn_norm_bias;  // [C] f32 (bias: LayerNorm only)
   Tensor wq, wk, wv, wo;             // [H*D, C], [Hkv*D, C], [Hkv*D, C], [C, H*D]
@@ -29,9 +52,9 @@ struct LayerWeights {
   Tensor w_gate, w_up, w_down;       // [F, C], [F, C], [C, F] (GELU MLPs have no w_gate)
   Tensor b_up, b_down;               // [F], [C] f32 (GPT-2)
   // Sparse layers (config.moe.is_sparse): the MoE block replaces w_gate/w_up/w_down.
-  std::shared_ptr<MoeLayerWeights> moe;
+  HandlesPtr<MoeLayerWeights> moe;
   // MLA (config.mla.enabled()): wq is q_proj or q_b_proj, wo is o_proj, wk/wv are unused.
-  std::shared_ptr<MlaLayerWeights> mla;
+  HandlesPtr<MlaLayerWeights> mla;
 };
 
 struct ModelWeights {

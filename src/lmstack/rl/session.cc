@@ -67,7 +67,6 @@ Tensor f32_copy(const Tensor& t) {
 EngineReplica::EngineReplica(const model::ModelConfig& config, const model::ModelWeights& init,
                              ThreadPool& pool, const SessionOptions& options)
     : tied_(config.tie_word_embeddings), weights_(init) {
-  train::unshare_layer_blocks(weights_);  // MLA blocks: copy into our own, not init's
   for (auto& [name, t] : train::weight_fields(weights_, tied_)) *t = f32_copy(*t);
   if (tied_) weights_.lm_head = weights_.embed;
   serve::EngineOptions e;

@@ -19,8 +19,8 @@ constexpr const char* kExpAvgSq = "optimizer.exp_avg_sq.safetensors";
 
 // A ModelWeights whose fields are the optimizer tensors `state` (parallel to params).
 model::ModelWeights as_weights(const TrainModel& model, std::vector<Tensor>& state) {
-  model::ModelWeights w = model.master();  // structure (handles), then swap in the state
-  unshare_layer_blocks(w);
+  // Structure (handles; a copy's MoE/MLA blocks are its own, model/weights.h), then the state.
+  model::ModelWeights w = model.master();
   auto fields = weight_fields(w, model.config().tie_word_embeddings);
   LMSTACK_CHECK(fields.size() == state.size(), "{} fields vs {} optimizer tensors", fields.size(),
                 state.size());

@@ -9,6 +9,7 @@
 #include "lmstack/core/half.h"
 #include "lmstack/kernels/ops.h"
 #include "lmstack/model/mla.h"
+#include "lmstack/model/moe.h"
 #include "lmstack/model/rope_scaling.h"
 #include "lmstack/train/backward/backward.h"
 #include "lmstack/train/mla_train.h"
@@ -35,6 +36,24 @@ Tensor owned_f32(const Tensor& t, MemoryCategory category) {
 }  // namespace
 
 namespace {
+
+// A sparse layer's fields: "router", "score_bias", "experts.<e>.w_gate|w_up|w_down",
+// "shared.w_gate|w_up|w_down", "shared_expert_gate" (each under "layers.<i>.moe.").
+template <class F>
+void for_each_moe_field(model::MoeLayerWeights& m, const std::string& p, F&& f) {
+  f(p + "router", m.router);
+  f(p + "score_bias", m.score_bias);
+  for (size_t e = 0; e < m.w_gate.size(); ++e) {
+    const std::string x = p + "experts." + std::to_string(e) + ".";
+    f(x + "w_gate", m.w_gate[e]);
+    f(x + "w_up", m.w_up[e]);
+    f(x + "w_down", m.w_down[e]);
+  }
+  f(p + "shared.w_gate", m.shared_gate);
+  f(p + "shared.w_up", m.shared_up);
+  f(p + "shared.w_down", m.shared_down);
+  f(p + "shared_expert_gate", m.shared_expert_gate);
+}
 
 // Calls f(name, field) for every field of `w`, defined or not, in forward order; lm_head last.
 template <class F>
@@ -73,6 +92,7 @@ void for_each_field(model::ModelWeights& w, F&& f) {
                                                {"kv_b", &a.kv_b}};
       for (auto& [name, t] : mla) f(p + name, *t);
     }
+    if (l.moe) for_each_moe_field(*l.moe, p + "moe.", f);
   }
   f("final_norm", w.final_norm);
   f("final_norm_bias", w.final_norm_bias);
@@ -97,9 +117,17 @@ Tensor* weight_field(model::ModelWeights& w, const std::string& name) {
   return found;
 }
 
-void unshare_layer_blocks(model::ModelWeights& w) {
-  for (model::LayerWeights& l : w.layers)
-    if (l.mla) l.mla = std::make_shared<model::MlaLayerWeights>(*l.mla);
+model::ModelWeights weight_skeleton(const model::ModelConfig& config) {
+  model::ModelWeights w;
+  w.layers.resize(static_cast<size_t>(config.num_layers));
+  const size_t e = static_cast<size_t>(config.moe.num_experts);
+  for (int l = 0; l < config.num_layers; ++l) {
+    if (!config.moe.is_sparse(l)) continue;
+    auto m = std::make_shared<model::MoeLayerWeights>();
+    m->w_gate.resize(e), m->w_up.resize(e), m->w_down.resize(e);
+    w.layers[static_cast<size_t>(l)].moe = std::move(m);
+  }
+  return w;
 }
 
 int param_group(const std::string& name, int num_layers) {
@@ -111,16 +139,11 @@ int param_group(const std::string& name, int num_layers) {
 TrainModel::TrainModel(const model::ModelConfig& config, const model::ModelWeights& init,
                        ThreadPool& pool, TrainModelOptions options)
     : config_(config), pool_(pool), options_(options) {
-  if (config.moe.enabled())
-    throw_error<ConfigError>("training {} (experts) is not implemented yet (issue 16)",
-                             config.architecture);
   if (config.mla.enabled()) check_mla_trainable(config);
   const bool tied = config.tie_word_embeddings;
   model::ModelWeights src = init;  // handles only
   master_ = init;
   grads_ = init;
-  unshare_layer_blocks(master_);
-  unshare_layer_blocks(grads_);
   auto src_fields = weight_fields(src, tied);
   auto master_fields = weight_fields(master_, tied);
   auto grad_fields = weight_fields(grads_, tied);
@@ -136,7 +159,6 @@ TrainModel::TrainModel(const model::ModelConfig& config, const model::ModelWeigh
     grads_.lm_head = grads_.embed;
   }
   compute_ = master_;
-  unshare_layer_blocks(compute_);
   sync_compute_weights();
   if (!config.learned_positions) {
     inv_freq_ = model::rope_inv_freq(config);
@@ -227,6 +249,9 @@ double TrainModel::forward_backward(const int32_t* inputs, const int32_t* target
   const int64_t n = static_cast<int64_t>(batch) * seq;
   const double total = cross_entropy_forward_backward(fptr(b.logits), fptr(b.losses), targets, n,
                                                       config_.vocab_size, grad_scale);
+  // The aux loss enters the objective as coef · aux per micro-batch, next to the mean CE:
+  // grad_scale · n is the weight the mean CE has (transformers: loss += coef · aux_loss).
+  prepare_moe_aux(options_.moe_aux_loss_coef * grad_scale * static_cast<double>(n));
   backward(inputs);
   return total / static_cast<double>(n);
 }
@@ -235,6 +260,7 @@ double TrainModel::forward_backward_logits(const int32_t* inputs, int batch, int
                                            const std::function<double(float* logits)>& loss_grad) {
   forward(inputs, batch, seq);
   const double loss = loss_grad(fptr(buf_->logits));
+  prepare_moe_aux(0);
   backward(inputs);
   return loss;
 }

@@ -30,6 +30,10 @@ struct TrainModelOptions {
   // true: keep only each layer's input and recompute the layer in the backward (Chen et al.
   // 2016, "full" recomputation): same losses and gradients, activations ~1/L.
   bool recompute = false;
+  // MoE models: weight of the load-balancing loss (moe_train.h moe_aux_loss) that
+  // forward_backward adds to each micro-batch's objective, as transformers adds
+  // router_aux_loss_coef · aux_loss to the loss. 0: none.
+  double moe_aux_loss_coef = 0;
 };
 
 // A trainable tensor: `name` is lmstack's field name ("layers.0.wq"); decay says whether
@@ -47,10 +51,9 @@ std::vector<std::pair<std::string, Tensor*>> weight_fields(model::ModelWeights& 
 // unknown name. `w.layers` must already have its entries, and MLA layers their `mla` blocks
 // ("layers.3.kv_b", ...: q_a, q_a_norm, kv_a, kv_a_norm, kv_b).
 Tensor* weight_field(model::ModelWeights& w, const std::string& name);
-// Gives every layer of `w` its own MlaLayerWeights object: a ModelWeights copy shares them with
-// its source through shared_ptr, so without this, assigning a field of the copy (a gradient, an
-// optimizer state, a bf16 compute copy) would overwrite the source's.
-void unshare_layer_blocks(model::ModelWeights& w);
+// An empty ModelWeights with every field weight_field can name for `config`: num_layers layer
+// entries, and a MoE struct with num_experts expert slots in each sparse layer.
+model::ModelWeights weight_skeleton(const model::ModelConfig& config);
 
 // Parameter groups in forward order: 0 = embeddings, 1..L = layer l-1, L+1 = head (final norm
 // and lm_head). Data parallelism buckets and ZeRO-3 gathers work group by group.
@@ -114,6 +117,12 @@ class TrainModel {
   const model::ModelWeights& grads() const { return grads_; }
   const TrainModelOptions& options() const { return options_; }
   int64_t num_parameters() const;
+  // MoE models: the rows each routed expert received in the last forward, [num_layers · E]
+  // (zeros for dense layers); empty for dense models.
+  const std::vector<int64_t>& expert_tokens() const;
+  // The load-balancing loss of the last forward_backward (unweighted by its coefficient; 0
+  // without experts).
+  double moe_aux_loss() const { return moe_aux_loss_; }
   // Bytes of activation and backward scratch buffers currently allocated.
   int64_t activation_bytes() const;
 
@@ -125,6 +134,9 @@ class TrainModel {
     if (hooks_) (hooks_->*call)(group);
   }
   void forward(const int32_t* inputs, int batch, int seq);
+  // The aux loss of the last forward and its gradient per router probability, weighted by
+  // `coef_scale` (model_train_layer.cc); 0: no aux gradient.
+  void prepare_moe_aux(double coef_scale);
   void backward(const int32_t* inputs);
   void layer_forward(int layer, int batch, int seq);
   const float* dense_attention_forward(int layer, int batch, int seq);
@@ -149,6 +161,7 @@ class TrainModel {
   std::vector<float> inv_freq_;
   std::unique_ptr<Buffers> buf_;
   TrainHooks* hooks_ = nullptr;
+  double moe_aux_loss_ = 0;
 };
 
 }  // namespace lmstack::train

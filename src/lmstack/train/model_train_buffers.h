@@ -8,6 +8,7 @@
 #include "lmstack/core/memory.h"
 #include "lmstack/train/mla_train.h"
 #include "lmstack/train/model_train.h"
+#include "lmstack/train/moe_train.h"
 
 namespace lmstack::train {
 
@@ -24,6 +25,7 @@ struct LayerActs {
   HostBuffer n2, n2_mean, n2_rstd;  // MLP norm
   HostBuffer gate, up, act;         // [N, F]: up is the pre-activation of GELU MLPs
   MlaActs mla;  // DeepSeek MLA layers: its attention activations (q..att above stay empty)
+  MoeActs moe;                      // sparse layers (config.moe.is_sparse)
 };
 
 struct TrainModel::Buffers {
@@ -35,6 +37,12 @@ struct TrainModel::Buffers {
   // backward scratch
   HostBuffer dx, dn, dq, dk, dv, dq2, dk2, datt, dgate, dup, dact, weight_scratch;
   MlaScratch mla;  // MLA forward temporaries and attention gradients
+  // MoE: per layer and expert, the rows routed and Σ softmax probabilities of the last
+  // forward ([L, E]); the aux loss's gradient per probability ([E], empty: none); scratch.
+  std::vector<int64_t> expert_tokens;
+  std::vector<double> expert_prob_sum;
+  std::vector<float> moe_aux_dprob;
+  MoeGradScratch moe_grad;
   int64_t bytes() const;
 };
 

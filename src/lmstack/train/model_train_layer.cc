@@ -47,6 +47,9 @@ int64_t TrainModel::Buffers::bytes() const {
       add(*h);
   for (const LayerActs& a : layers) total += a.mla.bytes();
   total += mla.bytes();
+  for (const LayerActs& a : layers) total += a.moe.bytes();
+  total += moe_grad.bytes() + static_cast<int64_t>(expert_tokens.capacity() * sizeof(int64_t) +
+                                                   expert_prob_sum.capacity() * sizeof(double));
   for (const HostBuffer* h : {&nf, &nf_mean, &nf_rstd, &logits, &losses, &dx, &dn, &dq, &dk, &dv,
                               &dq2, &dk2, &datt, &dgate, &dup, &dact, &weight_scratch})
     add(*h);
@@ -69,7 +72,14 @@ void TrainModel::ensure_buffers(int batch, int seq) {
   const int num_acts = options_.recompute ? 1 : c.num_layers;
   b->layers.resize(static_cast<size_t>(num_acts));
   const bool ln = c.norm == model::NormKind::kLayerNorm;
-  for (LayerActs& a : b->layers) {
+  for (size_t i = 0; i < b->layers.size(); ++i) {
+    LayerActs& a = b->layers[i];
+    // A sparse layer keeps its MoE activations instead of the dense MLP's (the one entry of
+    // --recompute serves every layer, so it holds both when the model has both).
+    const bool sparse = options_.recompute ? c.moe.enabled() : c.moe.is_sparse(static_cast<int>(i));
+    const bool dense = options_.recompute ? c.moe.num_sparse_layers() < c.num_layers
+                                          : !c.moe.is_sparse(static_cast<int>(i));
+    if (sparse) a.moe.allocate(c, n);
     a.n1 = floats(n * hid);
     a.n1_rstd = floats(n);
     a.n2 = floats(n * hid);
@@ -87,8 +97,14 @@ void TrainModel::ensure_buffers(int batch, int seq) {
       a.att = floats(n * qd);
     }
     a.x_mid = floats(n * hid);
+    if (!dense) continue;
     if (c.mlp == model::MlpKind::kSwiGlu) a.gate = floats(n * f);
     a.up = floats(n * f), a.act = floats(n * f);
+  }
+  if (c.moe.enabled()) {
+    b->moe_grad.allocate(c, n);
+    b->expert_tokens.assign(static_cast<size_t>(c.num_layers) * c.moe.num_experts, 0);
+    b->expert_prob_sum.assign(b->expert_tokens.size(), 0.0);
   }
   b->nf = floats(n * hid), b->nf_rstd = floats(n), b->losses = floats(n);
   if (ln) b->nf_mean = floats(n);
@@ -188,6 +204,15 @@ void TrainModel::layer_forward(int l, int batch, int seq) {
   linear_forward(fptr(a.x_mid), att, w.wo, m.bo, n, true);
   norm_forward(fptr(a.n2), fptr(a.n2_mean), fptr(a.n2_rstd), fptr(a.x_mid), m.mlp_norm,
                m.mlp_norm_bias, n);
+  float* out = fptr(b.inputs[static_cast<size_t>(l) + 1]);
+  std::memcpy(out, a.x_mid.data(), row_bytes);
+  if (c.moe.is_sparse(l)) {
+    const size_t at = static_cast<size_t>(l) * static_cast<size_t>(c.moe.num_experts);
+    std::fill_n(b.expert_prob_sum.begin() + static_cast<ptrdiff_t>(at), c.moe.num_experts, 0.0);
+    moe_mlp_forward(pool_, out, fptr(a.n2), n, c, moe_compute_weights(*w.moe, *m.moe), a.moe,
+                    &b.expert_tokens[at], &b.expert_prob_sum[at]);
+    return;
+  }
   const int64_t nf = n * c.intermediate_size;
   linear_forward(fptr(a.up), fptr(a.n2), w.w_up, m.b_up, n, false);
   if (c.mlp == model::MlpKind::kSwiGlu) {
@@ -196,8 +221,6 @@ void TrainModel::layer_forward(int l, int batch, int seq) {
   } else {
     kernels::gelu_tanh(fptr(a.act), fptr(a.up), nf);
   }
-  float* out = fptr(b.inputs[static_cast<size_t>(l) + 1]);
-  std::memcpy(out, a.x_mid.data(), row_bytes);
   linear_forward(out, fptr(a.act), w.w_down, m.b_down, n, true);
 }
 
@@ -211,20 +234,52 @@ void TrainModel::layer_backward(int l, int batch, int seq, float* dx) {
   LayerActs& a = b.layers[options_.recompute ? 0 : static_cast<size_t>(l)];
   const int64_t n = static_cast<int64_t>(batch) * seq, nf = n * c.intermediate_size;
   Tensor none;
-  // MLP block: x_out = x_mid + Wdown · act
-  std::memset(b.dact.data(), 0, static_cast<size_t>(nf) * sizeof(float));
-  linear_backward(fptr(b.dact), g.w_down, g.b_down, dx, fptr(a.act), w.w_down, n);
-  if (c.mlp == model::MlpKind::kSwiGlu)
-    swiglu_backward(fptr(b.dgate), fptr(b.dup), fptr(b.dact), fptr(a.gate), fptr(a.up), nf);
-  else
-    gelu_tanh_backward(fptr(b.dup), fptr(b.dact), fptr(a.up), nf);
   std::memset(b.dn.data(), 0, static_cast<size_t>(n * c.hidden_size) * sizeof(float));
-  linear_backward(fptr(b.dn), g.w_up, g.b_up, fptr(b.dup), fptr(a.n2), w.w_up, n);
-  if (c.mlp == model::MlpKind::kSwiGlu)
-    linear_backward(fptr(b.dn), g.w_gate, none, fptr(b.dgate), fptr(a.n2), w.w_gate, n);
+  if (c.moe.is_sparse(l)) {
+    b.moe_grad.weight_scratch = b.weight_scratch.size() > 0 ? fptr(b.weight_scratch) : nullptr;
+    moe_mlp_backward(pool_, fptr(b.dn), *g.moe, dx, fptr(a.n2), n, c,
+                     moe_compute_weights(*w.moe, *m.moe), a.moe,
+                     b.moe_aux_dprob.empty() ? nullptr : b.moe_aux_dprob.data(), b.moe_grad);
+  } else {  // MLP block: x_out = x_mid + Wdown · act
+    std::memset(b.dact.data(), 0, static_cast<size_t>(nf) * sizeof(float));
+    linear_backward(fptr(b.dact), g.w_down, g.b_down, dx, fptr(a.act), w.w_down, n);
+    if (c.mlp == model::MlpKind::kSwiGlu)
+      swiglu_backward(fptr(b.dgate), fptr(b.dup), fptr(b.dact), fptr(a.gate), fptr(a.up), nf);
+    else
+      gelu_tanh_backward(fptr(b.dup), fptr(b.dact), fptr(a.up), nf);
+    linear_backward(fptr(b.dn), g.w_up, g.b_up, fptr(b.dup), fptr(a.n2), w.w_up, n);
+    if (c.mlp == model::MlpKind::kSwiGlu)
+      linear_backward(fptr(b.dn), g.w_gate, none, fptr(b.dgate), fptr(a.n2), w.w_gate, n);
+  }
   norm_backward(dx, fptr(b.dn), fptr(a.x_mid), m.mlp_norm, fptr(a.n2_mean), fptr(a.n2_rstd),
                 g.mlp_norm, g.mlp_norm_bias, n);
   attention_backward_block(l, batch, seq, dx);
+}
+
+const std::vector<int64_t>& TrainModel::expert_tokens() const {
+  static const std::vector<int64_t> kNone;
+  return buf_ ? buf_->expert_tokens : kNone;
+}
+
+void TrainModel::prepare_moe_aux(double coef_scale) {
+  const model::ModelConfig& c = config_;
+  Buffers& b = *buf_;
+  b.moe_aux_dprob.clear();
+  moe_aux_loss_ = 0;
+  if (!c.moe.enabled()) return;
+  // transformers concatenates every sparse layer's router rows before averaging.
+  const int E = c.moe.num_experts;
+  std::vector<int64_t> tokens(static_cast<size_t>(E), 0);
+  std::vector<double> probs(static_cast<size_t>(E), 0.0);
+  for (int l = 0; l < c.num_layers; ++l)
+    for (int e = 0; e < E && c.moe.is_sparse(l); ++e) {
+      tokens[static_cast<size_t>(e)] += b.expert_tokens[static_cast<size_t>(l * E + e)];
+      probs[static_cast<size_t>(e)] += b.expert_prob_sum[static_cast<size_t>(l * E + e)];
+    }
+  const int64_t rows = static_cast<int64_t>(c.moe.num_sparse_layers()) * b.batch * b.seq;
+  moe_aux_loss_ =
+      train::moe_aux_loss(tokens.data(), probs.data(), E, rows, coef_scale, b.moe_aux_dprob);
+  if (coef_scale == 0) b.moe_aux_dprob.clear();
 }
 
 void TrainModel::attention_backward_block(int l, int batch, int seq, float* dx) {

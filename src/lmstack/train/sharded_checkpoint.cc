@@ -221,10 +221,7 @@ void CheckpointReader::read_block(StateKind kind, const std::string& name, int64
 }
 
 model::ModelWeights CheckpointReader::full_weights(StateKind kind) const {
-  model::ModelWeights w;
-  w.layers.resize(static_cast<size_t>(config_.num_layers));
-  if (config_.mla.enabled())  // weight_field finds MLA tensors in a layer's mla block
-    for (model::LayerWeights& l : w.layers) l.mla = std::make_shared<model::MlaLayerWeights>();
+  model::ModelWeights w = weight_skeleton(config_);
   const MemoryCategory cat =
       kind == StateKind::kWeights ? MemoryCategory::kWeights : MemoryCategory::kOptimizer;
   for (const auto& [name, shape] : shapes_) {

@@ -17,6 +17,7 @@
 #include "lmstack/train/data.h"
 #include "lmstack/train/data_parallel.h"
 #include "lmstack/train/model_parallel_trainer.h"
+#include "lmstack/train/moe_balance.h"
 #include "lmstack/train/sharded_checkpoint.h"
 #include "lmstack/train/train_log.h"
 
@@ -95,6 +96,7 @@ struct Run {
   std::unique_ptr<TraceRecorder> trace;
   std::unique_ptr<DataParallel> dp;    // null: the single-process path
   int64_t train_activation_bytes = 0;  // after the last training step (evaluation may differ)
+  MoeStepLoads moe;                    // expert loads of the last step (MoE models)
 };
 
 // Bytes this rank holds: weights (bf16 compute copies in mixed precision), f32 gradients,
@@ -225,12 +227,15 @@ std::pair<double, double> train_step(Run& r) {
   const float scale =
       1.0f / static_cast<float>(static_cast<int64_t>(tc.batch) * tc.seq * tc.grad_accum);
   double loss = 0;
+  moe_begin_step(r.moe, r.model->config());
   for (int m = 0; m < tc.grad_accum; ++m) {
     r.train->next_batch(tc.batch, in, tg);  // the global batch; this rank reads its slice
     if (r.dp) r.dp->begin_micro_batch(m == tc.grad_accum - 1);
     loss += r.model->forward_backward(in.data() + first, tg.data() + first, local, tc.seq, scale) /
             tc.grad_accum;
+    moe_add_micro_batch(r.moe, *r.model);
   }
+  moe_reduce_step(r.moe, *r.comm);
   if (r.dp) {
     r.dp->finish_gradients();
     loss = dist::sum_in_rank_order(*r.comm, loss) / r.comm->size();
@@ -247,6 +252,8 @@ std::pair<double, double> train_step(Run& r) {
     norm = clip_grad_norm(r.pool, r.model->params(), tc.grad_clip);
     r.opt->step(r.pool, lr);
   }
+  if (tc.moe_bias_update_rate > 0)
+    moe_update_score_biases(*r.model, r.moe, tc.moe_bias_update_rate);
   r.model->sync_compute_weights();
   ++r.step;
   return {loss, norm};
@@ -271,6 +278,7 @@ void run_steps(Run& r, TrainResult& result) {
     Json m = {{"step", r.step}, {"loss", loss},         {"lr", lr},    {"grad_norm", norm},
               {"tok_s", tok_s}, {"train_tok_s", tok_s}, {"step_s", dt}};
     if (tc.peak_flops > 0) m["mfu"] = mfu;
+    moe_log_fields(r.model->config(), r.moe, m);
     if (r.dp) {
       dist::CommStats moved = r.comm->stats();
       moved.all_reduce_bytes -= before.all_reduce_bytes;
@@ -320,7 +328,13 @@ double train_flops_per_token(const model::ModelConfig& c, int seq) {
   const double hid = c.hidden_size, f = c.intermediate_size;
   const double attn = hid * c.q_dim() * 2 + hid * c.kv_dim() * 2;
   const double mlp = (c.mlp == model::MlpKind::kSwiGlu ? 3 : 2) * hid * f;
-  const double matmul = c.num_layers * (attn + mlp) + hid * c.vocab_size;
+  // A sparse layer's active matmuls: the router, k routed experts and the shared expert.
+  const model::MoeConfig& e = c.moe;
+  const double moe = hid * e.num_experts + 3 * hid * (e.top_k * e.expert_intermediate) +
+                     3 * hid * e.shared_intermediate + (e.shared_gate ? hid : 0);
+  const int sparse = e.num_sparse_layers();
+  const double matmul =
+      c.num_layers * attn + (c.num_layers - sparse) * mlp + sparse * moe + hid * c.vocab_size;
   return 6 * matmul + 12.0 * c.num_layers * seq * c.q_dim();
 }
 
@@ -399,7 +413,16 @@ TrainResult run_training(const TrainConfig& config, ThreadPool& pool) {
   if (r.data.vocab_size > r.md.config.vocab_size)
     throw_error<ConfigError>("the data's vocabulary ({}) is larger than the model's ({})",
                              r.data.vocab_size, r.md.config.vocab_size);
+  check_moe_train_config(tc, r.md.config);
+  // A resume keeps the run's aux-loss weight (config.json does not carry it).
+  if (ckpt && tc.moe_aux_loss_coef < 0 && r.md.config.moe.enabled())
+    tc.moe_aux_loss_coef =
+        optional<double>(read_trainer_state(*ckpt).settings, "moe_aux_loss_coef", -1.0, *ckpt);
   r.settings = settings_of(tc, r.md.config, r.data);
+  if (r.md.config.moe.enabled()) {
+    r.settings["moe_aux_loss_coef"] = moe_aux_loss_weight(tc, r.md.config);
+    r.settings["moe_bias_update_rate"] = tc.moe_bias_update_rate;
+  }
   TrainerState state;
   if (ckpt) {
     state = read_trainer_state(*ckpt);
@@ -412,8 +435,9 @@ TrainResult run_training(const TrainConfig& config, ThreadPool& pool) {
     state.settings = r.settings;
     return run_model_parallel_training(tc, r.md, r.data, state, ckpt, *r.comm, pool);
   }
-  r.model = std::make_unique<TrainModel>(r.md.config, r.md.weights, pool,
-                                         TrainModelOptions{tc.dtype, tc.recompute});
+  r.model = std::make_unique<TrainModel>(
+      r.md.config, r.md.weights, pool,
+      TrainModelOptions{tc.dtype, tc.recompute, moe_aux_loss_weight(tc, r.md.config)});
   const int64_t num_parameters = r.model->num_parameters();  // before ZeRO-3 shards them
   setup_optimizer(r, ckpt);
   r.train = std::make_unique<TokenLoader>(tc.data_dir, "train", tc.seq, tc.seed, true);

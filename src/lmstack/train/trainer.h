@@ -62,6 +62,11 @@ struct TrainConfig {
   int pp_chunks = 2;                 // model chunks per rank of the interleaved schedule
   std::vector<int> pp_layers;        // layers per (virtual) stage; empty: even
   bool sequence_parallel = false;    // Korthikanti et al. 2022 (with tp > 1)
+  // MoE models (moe_train.h): the load-balancing loss weight (< 0: the config's
+  // router_aux_loss_coef / aux_loss_alpha, else 0.01) and DeepSeek-V3's bias update rate
+  // (0: off; models with e_score_correction_bias only).
+  double moe_aux_loss_coef = -1;
+  float moe_bias_update_rate = 0;
 };
 
 struct TrainResult {
@@ -80,7 +85,8 @@ TrainResult run_training(const TrainConfig& config, ThreadPool& pool);
 
 // Training FLOPs per token, PaLM's convention (Chowdhery et al. 2022, appendix B):
 // 6·N_matmul + 12·L·T·(H·D), N_matmul counting every matmul weight (lm_head included, tied
-// or not; embedding lookups and norms excluded).
+// or not; embedding lookups and norms excluded). MoE layers count their active weights: the
+// router, top_k routed experts and the shared expert.
 double train_flops_per_token(const model::ModelConfig& c, int seq);
 
 }  // namespace lmstack::train
