@@ -122,6 +122,8 @@ model::ModelWeights weight_skeleton(const model::ModelConfig& config) {
   w.layers.resize(static_cast<size_t>(config.num_layers));
   const size_t e = static_cast<size_t>(config.moe.num_experts);
   for (int l = 0; l < config.num_layers; ++l) {
+    if (config.mla.enabled())  // weight_field finds MLA tensors in a layer's mla block
+      w.layers[static_cast<size_t>(l)].mla = std::make_shared<model::MlaLayerWeights>();
     if (!config.moe.is_sparse(l)) continue;
     auto m = std::make_shared<model::MoeLayerWeights>();
     m->w_gate.resize(e), m->w_up.resize(e), m->w_down.resize(e);

@@ -52,7 +52,8 @@ std::vector<std::pair<std::string, Tensor*>> weight_fields(model::ModelWeights& 
 // ("layers.3.kv_b", ...: q_a, q_a_norm, kv_a, kv_a_norm, kv_b).
 Tensor* weight_field(model::ModelWeights& w, const std::string& name);
 // An empty ModelWeights with every field weight_field can name for `config`: num_layers layer
-// entries, and a MoE struct with num_experts expert slots in each sparse layer.
+// entries, an MLA struct in each layer of an MLA model, and a MoE struct with num_experts
+// expert slots in each sparse layer.
 model::ModelWeights weight_skeleton(const model::ModelConfig& config);
 
 // Parameter groups in forward order: 0 = embeddings, 1..L = layer l-1, L+1 = head (final norm
