@@ -24,78 +24,36 @@
 #include "lmstack/train/checkpoint.h"
 #include "lmstack/train/model_train.h"
 #include "lmstack/train/sharded_checkpoint.h"
+#include "train/parity_util.h"
 #include "train/train_fixtures.h"
 
 namespace lmstack::train {
 namespace {
 
-const char* kRegenerate = "regenerate: /usr/bin/python3 tools/ref/gen_mla_train_parity.py --case ";
+const std::string kRegenerate =
+    "regenerate: /usr/bin/python3 tools/ref/gen_mla_train_parity.py --case ";
 
 std::string case_dir(const std::string& c) {
   return test::source_path("tests/data/train/mla_" + c);
 }
 
-struct RunResult {
-  std::vector<float> losses;
-  std::vector<std::pair<std::string, Tensor>> grads1, final_weights;
-};
+using test_parity::ParityRun;
 
-// gen_mla_train_parity.py's loop: accumulation, clipping, AdamW with warmup + cosine.
-RunResult run_steps(const std::string& c, TrainModelOptions options, int max_steps = 0) {
-  const model::ModelDir md = model::load_model_dir(case_dir(c) + "/model");
-  const Json hp = read_json_file(case_dir(c) + "/hparams.json");
-  const NpyArray tokens = read_npy(case_dir(c) + "/tokens.npy");
-  const int steps = max_steps > 0 ? max_steps : hp["steps"].get<int>(), accum = hp["accum"],
-            batch = hp["batch"], seq = hp["seq"];
-  ThreadPool pool(2);
-  TrainModel model(md.config, md.weights, pool, options);
-  AdamW opt(model.params(), {hp["beta1"], hp["beta2"], hp["eps"], hp["weight_decay"]});
-  const LrConfig lr{hp["lr"], hp["min_lr"], hp["warmup"], hp["steps"], LrSchedule::kCosine};
-  RunResult r;
-  std::vector<int32_t> in(static_cast<size_t>(batch * seq)), tg(in.size());
-  for (int s = 0; s < steps; ++s) {
-    model.zero_grads();
-    double loss = 0;
-    for (int m = 0; m < accum; ++m) {
-      const int32_t* w = &tokens.i32[static_cast<size_t>(((s * accum + m) * batch) * (seq + 1))];
-      for (int b = 0; b < batch; ++b)
-        for (int t = 0; t < seq; ++t) {
-          in[static_cast<size_t>(b * seq + t)] = w[b * (seq + 1) + t];
-          tg[static_cast<size_t>(b * seq + t)] = w[b * (seq + 1) + t + 1];
-        }
-      loss += model.forward_backward(in.data(), tg.data(), batch, seq,
-                                     1.0f / static_cast<float>(batch * seq * accum)) /
-              accum;
-    }
-    r.losses.push_back(static_cast<float>(loss));
-    if (s == 0)
-      for (auto& [name, t] : model::to_hf_tensors(model.config(), model.grads()))
-        r.grads1.emplace_back(name, t.clone());
-    clip_grad_norm(pool, model.params(), hp["grad_clip"].get<double>());
-    opt.step(pool, static_cast<float>(learning_rate(lr, s)));
-    model.sync_compute_weights();
-  }
-  for (auto& [name, t] : model::to_hf_tensors(model.config(), model.master()))
-    r.final_weights.emplace_back(name, t.clone());
-  return r;
+ParityRun run_steps(const std::string& c, TrainModelOptions options, int max_steps = 0) {
+  return test_parity::run_golden_steps(case_dir(c), model::load_model_dir(case_dir(c) + "/model"),
+                                       options, max_steps);
 }
 
-void expect_match(const std::vector<std::pair<std::string, Tensor>>& actual,
-                  const std::string& golden, double rtol, double atol, const std::string& c) {
-  const model::SafetensorsSet ref = model::SafetensorsSet::open_file(golden);
-  ASSERT_EQ(actual.size(), ref.names().size()) << golden;
-  for (const auto& [name, t] : actual) {
-    ASSERT_TRUE(ref.contains(name)) << name << " missing in " << golden;
-    EXPECT_TRUE(test::all_close(t.to_f32_vector(), ref.tensor(name).to_f32_vector(), rtol, atol))
-        << name << " of " << golden << "; " << kRegenerate << c;
-  }
+void expect_match(const test_parity::NamedTensors& actual, const std::string& golden, double rtol,
+                  double atol, const std::string& c) {
+  test_parity::expect_tensors_match(actual, golden, rtol, atol, kRegenerate + c);
 }
 
 class MlaTrainParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(MlaTrainParity, GradientsLossesAndWeightsMatchPyTorch) {
   const std::string c = GetParam();
-  const RunResult r = run_steps(c, {});
+  const ParityRun r = run_steps(c, {});
   expect_match(r.grads1, case_dir(c) + "/grads1.safetensors", 1e-4, 1e-6, c);
   EXPECT_TRUE(test::all_close(r.losses, read_npy(case_dir(c) + "/losses.npy").f32, 1e-5, 0))
       << kRegenerate << c;
@@ -103,17 +61,12 @@ TEST_P(MlaTrainParity, GradientsLossesAndWeightsMatchPyTorch) {
 }
 
 TEST_P(MlaTrainParity, FullRecomputeGivesTheSameBits) {
-  const RunResult plain = run_steps(GetParam(), {}, 3);
-  const RunResult recompute = run_steps(GetParam(), {.recompute = true}, 3);
-  EXPECT_EQ(plain.losses, recompute.losses);
-  for (size_t i = 0; i < plain.final_weights.size(); ++i)
-    EXPECT_EQ(plain.final_weights[i].second.to_f32_vector(),
-              recompute.final_weights[i].second.to_f32_vector())
-        << plain.final_weights[i].first;
+  test_parity::expect_same_bits(run_steps(GetParam(), {}, 3),
+                                run_steps(GetParam(), {.recompute = true}, 3));
 }
 
 TEST_P(MlaTrainParity, Bf16ComputeStaysWithinItsPrecision) {
-  const RunResult r = run_steps(GetParam(), {.compute_dtype = DType::kBF16}, 4);
+  const ParityRun r = run_steps(GetParam(), {.compute_dtype = DType::kBF16}, 4);
   std::vector<float> want = read_npy(case_dir(GetParam()) + "/losses.npy").f32;
   want.resize(4);
   EXPECT_TRUE(test::all_close(r.losses, want, 2e-2, 0));

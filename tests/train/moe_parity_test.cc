@@ -14,12 +14,13 @@
 #include "lmstack/model/moe.h"
 #include "lmstack/train/adamw.h"
 #include "lmstack/train/model_train.h"
-#include "test_util.h"
+#include "train/parity_util.h"
 
 namespace lmstack::train {
 namespace {
 
-const char* kRegenerate = "regenerate: /usr/bin/python3 tools/ref/gen_moe_train_parity.py --case ";
+const std::string kRegenerate =
+    "regenerate: /usr/bin/python3 tools/ref/gen_moe_train_parity.py --case ";
 
 // The case's model, with routing.json's DeepSeek-V3 router applied when the case has one.
 model::ModelDir load_case(const std::string& dir) {
@@ -37,63 +38,16 @@ model::ModelDir load_case(const std::string& dir) {
   return md;
 }
 
-struct RunResult {
-  std::vector<float> losses, aux;
-  std::vector<std::pair<std::string, Tensor>> grads1, final_weights;
-};
+using test_parity::ParityRun;
 
-RunResult run_training(const std::string& name, TrainModelOptions options, int max_steps = 0) {
+ParityRun run_training(const std::string& name, TrainModelOptions options, int max_steps = 0) {
   const std::string dir = test::source_path("tests/data/train/" + name);
-  const model::ModelDir md = load_case(dir);
-  const Json hp = read_json_file(dir + "/hparams.json");
-  const NpyArray tokens = read_npy(dir + "/tokens.npy");
-  const int steps = max_steps > 0 ? max_steps : hp["steps"].get<int>(), accum = hp["accum"],
-            batch = hp["batch"], seq = hp["seq"];
-  options.moe_aux_loss_coef = hp["aux_coef"];
-  ThreadPool pool(2);
-  TrainModel model(md.config, md.weights, pool, options);
-  AdamW opt(model.params(), {hp["beta1"], hp["beta2"], hp["eps"], hp["weight_decay"]});
-  const LrConfig lr{hp["lr"], hp["min_lr"], hp["warmup"], hp["steps"], LrSchedule::kCosine};
-  RunResult r;
-  std::vector<int32_t> in(static_cast<size_t>(batch * seq)), tg(in.size());
-  const float scale = 1.0f / static_cast<float>(batch * seq * accum);
-  for (int s = 0; s < steps; ++s) {
-    model.zero_grads();
-    double loss = 0, aux = 0;
-    for (int m = 0; m < accum; ++m) {
-      const int32_t* w = &tokens.i32[static_cast<size_t>(((s * accum + m) * batch) * (seq + 1))];
-      for (int b = 0; b < batch; ++b)
-        for (int t = 0; t < seq; ++t) {
-          in[static_cast<size_t>(b * seq + t)] = w[b * (seq + 1) + t];
-          tg[static_cast<size_t>(b * seq + t)] = w[b * (seq + 1) + t + 1];
-        }
-      loss += model.forward_backward(in.data(), tg.data(), batch, seq, scale) / accum;
-      aux += model.moe_aux_loss() / accum;
-    }
-    r.losses.push_back(static_cast<float>(loss));
-    r.aux.push_back(static_cast<float>(aux));
-    if (s == 0)
-      for (auto& [n, t] : model::to_hf_tensors(model.config(), model.grads()))
-        r.grads1.emplace_back(n, t.clone());
-    clip_grad_norm(pool, model.params(), hp["grad_clip"].get<double>());
-    opt.step(pool, static_cast<float>(learning_rate(lr, s)));
-    model.sync_compute_weights();
-  }
-  for (auto& [n, t] : model::to_hf_tensors(model.config(), model.master()))
-    r.final_weights.emplace_back(n, t.clone());
-  return r;
+  return test_parity::run_golden_steps(dir, load_case(dir), options, max_steps);
 }
 
-void expect_tensors_match(const std::vector<std::pair<std::string, Tensor>>& actual,
-                          const std::string& golden, double rtol, double atol,
-                          const std::string& name) {
-  const model::SafetensorsSet ref = model::SafetensorsSet::open_file(golden);
-  ASSERT_EQ(actual.size(), ref.names().size()) << golden;
-  for (const auto& [n, t] : actual) {
-    ASSERT_TRUE(ref.contains(n)) << n << " missing in " << golden;
-    EXPECT_TRUE(test::all_close(t.to_f32_vector(), ref.tensor(n).to_f32_vector(), rtol, atol))
-        << n << " of " << golden << "; " << kRegenerate << name;
-  }
+void expect_tensors_match(const test_parity::NamedTensors& actual, const std::string& golden,
+                          double rtol, double atol, const std::string& name) {
+  test_parity::expect_tensors_match(actual, golden, rtol, atol, kRegenerate + name);
 }
 
 class MoeParityTest : public ::testing::TestWithParam<std::string> {};
@@ -101,7 +55,7 @@ class MoeParityTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(MoeParityTest, GradientsLossesAndWeightsMatchPyTorch) {
   const std::string name = GetParam();
   const std::string dir = test::source_path("tests/data/train/" + name);
-  const RunResult r = run_training(name, {});
+  const ParityRun r = run_training(name, {});
   expect_tensors_match(r.grads1, dir + "/grads1.safetensors", 1e-4, 1e-6, name);
   EXPECT_TRUE(test::all_close(r.losses, read_npy(dir + "/losses.npy").f32, 1e-5, 0))
       << kRegenerate << name;
@@ -111,21 +65,15 @@ TEST_P(MoeParityTest, GradientsLossesAndWeightsMatchPyTorch) {
 }
 
 TEST_P(MoeParityTest, FullRecomputeGivesTheSameBits) {
-  const RunResult plain = run_training(GetParam(), {}, 3);
-  const RunResult recompute = run_training(GetParam(), {.recompute = true}, 3);
-  EXPECT_EQ(plain.losses, recompute.losses);
-  EXPECT_EQ(plain.aux, recompute.aux);
-  for (size_t i = 0; i < plain.final_weights.size(); ++i)
-    EXPECT_EQ(plain.final_weights[i].second.to_f32_vector(),
-              recompute.final_weights[i].second.to_f32_vector())
-        << plain.final_weights[i].first;
+  test_parity::expect_same_bits(run_training(GetParam(), {}, 3),
+                                run_training(GetParam(), {.recompute = true}, 3));
 }
 
 // bf16 expert matmuls (routers stay f32): the losses stay within bf16's precision, 2e-2, of the
 // float64 reference, as the dense models' do (parity_test.cc).
 TEST_P(MoeParityTest, Bf16ComputeStaysWithinItsPrecision) {
   const std::string name = GetParam();
-  const RunResult r = run_training(name, {.compute_dtype = DType::kBF16}, 8);
+  const ParityRun r = run_training(name, {.compute_dtype = DType::kBF16}, 8);
   std::vector<float> want =
       read_npy(test::source_path("tests/data/train/" + name + "/losses.npy")).f32;
   want.resize(8);

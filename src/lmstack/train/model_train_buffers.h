@@ -25,7 +25,7 @@ struct LayerActs {
   HostBuffer n2, n2_mean, n2_rstd;  // MLP norm
   HostBuffer gate, up, act;         // [N, F]: up is the pre-activation of GELU MLPs
   MlaActs mla;  // DeepSeek MLA layers: its attention activations (q..att above stay empty)
-  MoeActs moe;                      // sparse layers (config.moe.is_sparse)
+  MoeActs moe;  // sparse layers (config.moe.is_sparse)
 };
 
 struct TrainModel::Buffers {
