@@ -121,6 +121,42 @@ inline void check_all_to_all(Comm& c) {
     for (int64_t i = 0; i < count; ++i) ASSERT_EQ(recv[q * count + i], 100.0f * q + r + 0.25f * i);
 }
 
+// all_to_all_v with uneven and zero counts: rank q sends (q + r) % 3 elements to rank r (so
+// some pairs exchange nothing, rank 0 sends none to itself), element i of them worth
+// 1000 q + 10 r + i. Rank r therefore receives, from q = 0..n-1 in order, (q + r) % 3 elements
+// 1000 q + 10 r + i; the stats count the elements sent to the other ranks only.
+inline void check_all_to_all_v(Comm& c) {
+  const int n = c.size(), r = c.rank();
+  auto count = [](int from, int to) { return static_cast<int64_t>((from + to) % 3); };
+  std::vector<int64_t> send_counts(static_cast<size_t>(n)), recv_counts(send_counts);
+  std::vector<float> send, want;
+  int64_t to_others = 0;
+  for (int q = 0; q < n; ++q) {
+    send_counts[static_cast<size_t>(q)] = count(r, q);
+    recv_counts[static_cast<size_t>(q)] = count(q, r);
+    for (int64_t i = 0; i < count(r, q); ++i) send.push_back(1000.0f * r + 10.0f * q + i);
+    for (int64_t i = 0; i < count(q, r); ++i) want.push_back(1000.0f * q + 10.0f * r + i);
+    if (q != r) to_others += count(r, q);
+  }
+  std::vector<float> recv(want.size(), -1.0f);
+  const int64_t before = c.stats().all_to_all_bytes;
+  c.all_to_all_v(send.data(), send_counts.data(), recv.data(), recv_counts.data(), DType::kF32);
+  ASSERT_EQ(recv, want);
+  EXPECT_EQ(c.stats().all_to_all_bytes - before, to_others * 4);
+  // Non-blocking, bf16 as raw 16-bit elements, everything to rank 0 (the others receive none).
+  std::vector<int64_t> sc(static_cast<size_t>(n), 0), rc(static_cast<size_t>(n), 0);
+  sc[0] = 2;
+  if (r == 0) std::fill(rc.begin(), rc.end(), 2);
+  std::vector<uint16_t> out = {static_cast<uint16_t>(r), static_cast<uint16_t>(7 * r)};
+  std::vector<uint16_t> in(r == 0 ? static_cast<size_t>(2 * n) : 0);
+  RequestPtr req = c.iall_to_all_v(out.data(), sc.data(), in.data(), rc.data(), DType::kBF16);
+  req->wait();
+  for (int q = 0; q < n && r == 0; ++q) {
+    EXPECT_EQ(in[static_cast<size_t>(2 * q)], q);
+    EXPECT_EQ(in[static_cast<size_t>(2 * q + 1)], 7 * q);
+  }
+}
+
 // A ring of non-blocking send/recv: each rank sends its rank to the next, receives the previous.
 inline void check_send_recv(Comm& c) {
   const int n = c.size(), r = c.rank();
@@ -204,6 +240,7 @@ inline void check_all_collectives(Comm& c) {
   check_all_gather(c);
   check_broadcast(c);
   check_all_to_all(c);
+  check_all_to_all_v(c);
   check_send_recv(c);
   check_nonblocking_overlap(c);
   check_split(c);

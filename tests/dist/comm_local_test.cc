@@ -25,6 +25,7 @@ TEST_P(LocalCollectives, ReduceScatter) { run_local(GetParam(), test::check_redu
 TEST_P(LocalCollectives, AllGather) { run_local(GetParam(), test::check_all_gather); }
 TEST_P(LocalCollectives, Broadcast) { run_local(GetParam(), test::check_broadcast); }
 TEST_P(LocalCollectives, AllToAll) { run_local(GetParam(), test::check_all_to_all); }
+TEST_P(LocalCollectives, AllToAllV) { run_local(GetParam(), test::check_all_to_all_v); }
 TEST_P(LocalCollectives, SendRecv) { run_local(GetParam(), test::check_send_recv); }
 TEST_P(LocalCollectives, NonBlockingOverlap) {
   run_local(GetParam(), test::check_nonblocking_overlap);

@@ -32,6 +32,7 @@ TEST_F(MpiCollectives, ReduceScatter) { test::check_reduce_scatter(world()); }
 TEST_F(MpiCollectives, AllGather) { test::check_all_gather(world()); }
 TEST_F(MpiCollectives, Broadcast) { test::check_broadcast(world()); }
 TEST_F(MpiCollectives, AllToAll) { test::check_all_to_all(world()); }
+TEST_F(MpiCollectives, AllToAllV) { test::check_all_to_all_v(world()); }
 TEST_F(MpiCollectives, SendRecv) { test::check_send_recv(world()); }
 TEST_F(MpiCollectives, NonBlockingOverlap) { test::check_nonblocking_overlap(world()); }
 TEST_F(MpiCollectives, Split) { test::check_split(world()); }

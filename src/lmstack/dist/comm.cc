@@ -38,6 +38,12 @@ void Comm::record(CommKind kind, int64_t payload_bytes) {
   ++stats_.calls;
 }
 
+void Comm::record_all_to_all_v(const int64_t* send_counts, int64_t element_bytes) {
+  for (int q = 0; q < size(); ++q)
+    if (q != rank()) stats_.all_to_all_bytes += send_counts[q] * element_bytes;
+  ++stats_.calls;
+}
+
 double sum_in_rank_order(Comm& comm, double value) {
   std::vector<double> all(static_cast<size_t>(comm.size()));
   comm.all_gather(&value, all.data(), sizeof(double), DType::kI8);

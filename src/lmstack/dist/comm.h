@@ -84,6 +84,11 @@ class Comm {
   //   broadcast:      buf[count] from `root` to all.
   //   all_to_all:     send[size()*count] -> recv[size()*count]; chunk r of rank q's send
   //                   lands as chunk q of rank r's recv.
+  //   all_to_all_v:   the same with a count per peer (MPI_Alltoallv): send holds, in rank
+  //                   order, send_counts[r] elements for each rank r; recv gets, in rank order,
+  //                   recv_counts[q] elements from each rank q. recv_counts[q] must equal rank
+  //                   q's send_counts[rank()] (DistError otherwise where the backend can see
+  //                   it); zero counts are allowed. The count arrays are copied by the call.
   virtual RequestPtr iall_reduce(void* buf, int64_t count, DType dtype,
                                  ReduceOp op = ReduceOp::kSum) = 0;
   virtual RequestPtr ireduce_scatter(const void* send, void* recv, int64_t count, DType dtype,
@@ -91,6 +96,8 @@ class Comm {
   virtual RequestPtr iall_gather(const void* send, void* recv, int64_t count, DType dtype) = 0;
   virtual RequestPtr ibroadcast(void* buf, int64_t count, DType dtype, int root) = 0;
   virtual RequestPtr iall_to_all(const void* send, void* recv, int64_t count, DType dtype) = 0;
+  virtual RequestPtr iall_to_all_v(const void* send, const int64_t* send_counts, void* recv,
+                                   const int64_t* recv_counts, DType dtype) = 0;
   virtual RequestPtr isend(const void* buf, int64_t count, DType dtype, int dst, int tag) = 0;
   virtual RequestPtr irecv(void* buf, int64_t count, DType dtype, int src, int tag) = 0;
   virtual void barrier() = 0;
@@ -112,6 +119,10 @@ class Comm {
   void all_to_all(const void* send, void* recv, int64_t count, DType dtype) {
     iall_to_all(send, recv, count, dtype)->wait();
   }
+  void all_to_all_v(const void* send, const int64_t* send_counts, void* recv,
+                    const int64_t* recv_counts, DType dtype) {
+    iall_to_all_v(send, send_counts, recv, recv_counts, dtype)->wait();
+  }
   void send(const void* buf, int64_t count, DType dtype, int dst, int tag = 0) {
     isend(buf, count, dtype, dst, tag)->wait();
   }
@@ -125,6 +136,9 @@ class Comm {
  protected:
   // Adds one call moving `payload_bytes` (see modeled_bytes_sent) to stats_.
   void record(CommKind kind, int64_t payload_bytes);
+  // Adds one all_to_all_v: the bytes it sends to the other ranks, exactly (Σ over peers q !=
+  // rank() of send_counts[q]), which is what the uneven exchange of expert parallelism costs.
+  void record_all_to_all_v(const int64_t* send_counts, int64_t element_bytes);
 
   CommStats stats_;
 };

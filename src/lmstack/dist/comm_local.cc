@@ -251,6 +251,39 @@ class LocalComm final : public Comm {
     });
   }
 
+  // Each rank posts [its n send counts as int64][its send buffer]; a receiver reads its part
+  // of every sender's buffer at the sender's displacement.
+  RequestPtr iall_to_all_v(const void* send, const int64_t* send_counts, void* recv,
+                           const int64_t* recv_counts, DType dtype) override {
+    const int64_t eb = comm_element_bytes(dtype, "all_to_all_v");
+    const int n = g_->n, me = rank_;
+    record_all_to_all_v(send_counts, eb);
+    int64_t total = 0;
+    for (int q = 0; q < n; ++q) total += send_counts[q];
+    const int64_t head = n * static_cast<int64_t>(sizeof(int64_t));
+    std::vector<char> input(static_cast<size_t>(head + total * eb));
+    std::memcpy(input.data(), send_counts, static_cast<size_t>(head));
+    if (total > 0) std::memcpy(input.data() + head, send, static_cast<size_t>(total * eb));
+    std::vector<int64_t> want(recv_counts, recv_counts + n);
+    return start("all_to_all_v", 0, dtype, 0, std::move(input), [=](const Slot& s) {
+      int64_t at = 0;
+      for (int q = 0; q < n; ++q) {
+        const auto* counts =
+            reinterpret_cast<const int64_t*>(s.inputs[static_cast<size_t>(q)].data());
+        int64_t from = 0;
+        for (int k = 0; k < me; ++k) from += counts[k];
+        if (counts[me] != want[static_cast<size_t>(q)])
+          throw_error<DistError>("all_to_all_v on rank {}: rank {} sends {} elements, {} expected",
+                                 me, q, counts[me], want[static_cast<size_t>(q)]);
+        if (counts[me] > 0)
+          std::memcpy(static_cast<char*>(recv) + at * eb,
+                      s.inputs[static_cast<size_t>(q)].data() + head + from * eb,
+                      static_cast<size_t>(counts[me] * eb));
+        at += counts[me];
+      }
+    });
+  }
+
   RequestPtr isend(const void* buf, int64_t count, DType dtype, int dst, int tag) override {
     const int64_t bytes = count * comm_element_bytes(dtype, "send");
     check_peer(dst, "send destination");

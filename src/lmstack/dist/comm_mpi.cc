@@ -199,6 +199,31 @@ class MpiComm final : public Comm {
     });
   }
 
+  RequestPtr iall_to_all_v(const void* send, const int64_t* send_counts, void* recv,
+                           const int64_t* recv_counts, DType dtype) override {
+    const int64_t eb = comm_element_bytes(dtype, "all_to_all_v");
+    record_all_to_all_v(send_counts, eb);
+    // MPI_Alltoallv's int counts and displacements, owned by the operation.
+    auto v = std::make_shared<std::vector<int>>(4 * static_cast<size_t>(size_));
+    int* sc = v->data();
+    int* sd = sc + size_;
+    int* rc = sd + size_;
+    int* rd = rc + size_;
+    int64_t so = 0, ro = 0;
+    for (int q = 0; q < size_; ++q) {
+      sc[q] = mpi_count(send_counts[q], "all_to_all_v", rank_);
+      rc[q] = mpi_count(recv_counts[q], "all_to_all_v", rank_);
+      sd[q] = mpi_count(so, "all_to_all_v", rank_);
+      rd[q] = mpi_count(ro, "all_to_all_v", rank_);
+      so += send_counts[q], ro += recv_counts[q];
+    }
+    return run([=, c = comm_, r = rank_, n = size_] {
+      int* b = v->data();
+      MPI_CHECK(r, MPI_Alltoallv(send, b, b + n, mpi_type(dtype), recv, b + 2 * n, b + 3 * n,
+                                 mpi_type(dtype), c));
+    });
+  }
+
   RequestPtr isend(const void* buf, int64_t count, DType dtype, int dst, int tag) override {
     const int64_t eb = comm_element_bytes(dtype, "send");
     check_peer(dst, "send destination");
