@@ -81,6 +81,10 @@ void add_options(CLI::App& app, TrainCliOptions& o) {
   app.add_option("--pp-layers", c.pp_layers,
                  "layers per (virtual) stage, comma-separated (default: even)")
       ->delimiter(',');
+  app.add_option("--ep", c.ep,
+                 "expert-parallel ranks: the MoE experts split over groups of --ep ranks, tokens "
+                 "sent to them with all-to-alls; dense part data-parallel over all ranks")
+      ->check(CLI::PositiveNumber);
   app.add_option("--moe-aux-loss-coef", c.moe_aux_loss_coef,
                  "MoE load-balancing loss weight (default: the config's router_aux_loss_coef, "
                  "else 0.01)")

@@ -60,7 +60,7 @@ DataParallel::DataParallel(TrainModel& model, dist::Comm& comm, ThreadPool& pool
         "--zero 3 trains in f32 only (the bf16 matmul copies are not sharded)");
   const int r = comm.rank();
   layout_ = FlatLayout::build(model.params(), model.config().num_layers, comm.size(),
-                              options.bucket_bytes, options.zero == 3);
+                              options.bucket_bytes, options.zero == 3, options.exclude);
   for (const FlatUnit& fu : layout_.units) {
     auto u = std::make_unique<Unit>();
     u->values = floats(fu.padded, MemoryCategory::kWeights);
@@ -297,18 +297,23 @@ void DataParallel::finish_gradients() {
 
 // ---- optimizer ------------------------------------------------------------------------------
 
-double DataParallel::clip_grad_norm(double max_norm) {
+float clip_coefficient(double norm, double max_norm) {
+  if (max_norm <= 0 || max_norm / (norm + 1e-6) >= 1.0) return 1.0f;
+  return static_cast<float>(max_norm / (norm + 1e-6));
+}
+
+double DataParallel::clip_grad_norm(double max_norm, double extra_sum_squares) {
   // Σ g² over this rank's chunk of every unit (stages 0 and 1 hold identical full gradients,
   // so each rank counts only its chunk), then summed over ranks in rank order.
-  double local = 0;
+  double local = extra_sum_squares;
   for (size_t i = 0; i < units_.size(); ++i) {
     const int64_t chunk = layout_.units[i].chunk;
     local += sum_squares(pool_, reduced_grads(i) + (options_.zero == 0 ? comm_.rank() * chunk : 0),
                          chunk);
   }
   const double norm = std::sqrt(dist::sum_in_rank_order(comm_, local));
-  if (max_norm <= 0 || max_norm / (norm + 1e-6) >= 1.0) return norm;
-  const float coef = static_cast<float>(max_norm / (norm + 1e-6));
+  const float coef = clip_coefficient(norm, max_norm);
+  if (coef == 1.0f) return norm;
   for (size_t i = 0; i < units_.size(); ++i) {
     const auto [lo, hi] = owned_range(i);
     float* g = reduced_grads(i);

@@ -19,7 +19,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "lmstack/dist/comm.h"
@@ -33,6 +35,10 @@ namespace lmstack::train {
 struct DataParallelOptions {
   int zero = 0;                       // ZeRO stage 0-3
   int64_t bucket_bytes = 25LL << 20;  // gradient bucket (PyTorch DDP's bucket_cap_mb = 25)
+  // Parameters (by name) this engine leaves alone: they keep their own tensors, are not
+  // reduced, stepped or checkpointed here (expert parallelism's experts,
+  // expert_data_parallel.h). Empty: none.
+  std::function<bool(const std::string&)> exclude;
 };
 
 // Bytes this rank holds per category (now, and the peak since reset_peaks()).
@@ -40,6 +46,10 @@ struct HeldBytes {
   int64_t weights = 0, gradients = 0, optimizer = 0;
   int64_t peak_weights = 0, peak_gradients = 0;
 };
+
+// The factor clip_grad_norm applies to every gradient for a norm `norm` and limit max_norm
+// (torch.nn.utils.clip_grad_norm_: max / (norm + 1e-6) when below 1, else 1).
+float clip_coefficient(double norm, double max_norm);
 
 class DataParallel final : public TrainHooks {
  public:
@@ -56,8 +66,10 @@ class DataParallel final : public TrainHooks {
   // After the last micro-batch's backward: waits for every reduction.
   void finish_gradients();
   // The exact global gradient norm before clipping; scales the owned gradients so it is at
-  // most max_norm (max_norm <= 0: no clipping).
-  double clip_grad_norm(double max_norm);
+  // most max_norm (max_norm <= 0: no clipping). `extra_sum_squares`: this rank's Σ g² of
+  // gradients outside the engine (options.exclude), added before the sum over ranks; the
+  // caller scales those by clip_coefficient(norm, max_norm).
+  double clip_grad_norm(double max_norm, double extra_sum_squares = 0);
   // One AdamW step of the owned chunks, then (stages 1, 2) the all-gather of the weights.
   void optimizer_step(float lr);
   // Frees ZeRO-3 weights still gathered (after an evaluation that ran no backward).

@@ -8,7 +8,8 @@
 namespace lmstack::train {
 
 FlatLayout FlatLayout::build(const std::vector<ParamRef>& params, int num_layers, int world,
-                             int64_t bucket_bytes, bool one_group_per_unit) {
+                             int64_t bucket_bytes, bool one_group_per_unit,
+                             const std::function<bool(const std::string&)>& exclude) {
   LMSTACK_CHECK(world >= 1, "world {}", world);
   FlatLayout layout;
   layout.world = world;
@@ -16,7 +17,8 @@ FlatLayout FlatLayout::build(const std::vector<ParamRef>& params, int num_layers
   layout.unit_of_group.assign(static_cast<size_t>(layout.num_groups), -1);
   std::vector<std::vector<size_t>> by_group(static_cast<size_t>(layout.num_groups));
   for (size_t i = 0; i < params.size(); ++i)
-    by_group[static_cast<size_t>(param_group(params[i].name, num_layers))].push_back(i);
+    if (!exclude || !exclude(params[i].name))
+      by_group[static_cast<size_t>(param_group(params[i].name, num_layers))].push_back(i);
   FlatUnit unit;
   auto close = [&] {
     if (unit.groups.empty()) return;

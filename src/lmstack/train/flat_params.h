@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,9 +46,10 @@ struct FlatLayout {
   int world = 1;
 
   // Layout of `params` (TrainModel::params()) over `world` ranks. bucket_bytes <= 0 or
-  // one_group_per_unit: a unit per group.
+  // one_group_per_unit: a unit per group. Parameters whose name `exclude` accepts are left out.
   static FlatLayout build(const std::vector<ParamRef>& params, int num_layers, int world,
-                          int64_t bucket_bytes, bool one_group_per_unit);
+                          int64_t bucket_bytes, bool one_group_per_unit,
+                          const std::function<bool(const std::string&)>& exclude = {});
   int64_t total_padded() const;
 };
 

@@ -14,6 +14,7 @@
 #include "lmstack/train/backward/backward.h"
 #include "lmstack/train/mla_train.h"
 #include "lmstack/train/model_train_buffers.h"
+#include "lmstack/train/moe_train.h"
 
 namespace lmstack::train {
 namespace {
@@ -192,7 +193,9 @@ int64_t TrainModel::num_parameters() const {
   return n;
 }
 
-int64_t TrainModel::activation_bytes() const { return buf_ ? buf_->bytes() : 0; }
+int64_t TrainModel::activation_bytes() const {
+  return (buf_ ? buf_->bytes() : 0) + (moe_runner_ ? moe_runner_->bytes() : 0);
+}
 
 void TrainModel::bind_param(size_t index, Tensor value, Tensor grad) {
   ParamRef& p = params_.at(index);

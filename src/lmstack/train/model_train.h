@@ -20,7 +20,8 @@
 
 namespace lmstack::train {
 
-struct MlaTrainLayer;  // train/mla_train.h
+struct MlaTrainLayer;   // train/mla_train.h
+class MoeExpertRunner;  // train/moe_train.h
 
 struct TrainModelOptions {
   // kF32: compute on the f32 master weights (parity mode). kBF16: matmuls and embedding
@@ -108,6 +109,9 @@ class TrainModel {
   // follows embed) at `value` and `grad`: views into a data-parallel flat buffer, or undefined
   // tensors while ZeRO-3 holds the weights elsewhere. Shapes must match.
   void bind_param(size_t index, Tensor value, Tensor grad);
+  // Who runs the routed experts of the sparse layers (moe_train.h; nullptr: every expert here,
+  // which needs every expert's weights). Not owned.
+  void set_moe_runner(MoeExpertRunner* runner) { moe_runner_ = runner; }
   // Refreshes the bf16 compute copies from the master weights (no-op in f32 mode).
   void sync_compute_weights();
 
@@ -162,6 +166,7 @@ class TrainModel {
   std::vector<float> inv_freq_;
   std::unique_ptr<Buffers> buf_;
   TrainHooks* hooks_ = nullptr;
+  MoeExpertRunner* moe_runner_ = nullptr;
   double moe_aux_loss_ = 0;
 };
 

@@ -210,7 +210,7 @@ void TrainModel::layer_forward(int l, int batch, int seq) {
     const size_t at = static_cast<size_t>(l) * static_cast<size_t>(c.moe.num_experts);
     std::fill_n(b.expert_prob_sum.begin() + static_cast<ptrdiff_t>(at), c.moe.num_experts, 0.0);
     moe_mlp_forward(pool_, out, fptr(a.n2), n, c, moe_compute_weights(*w.moe, *m.moe), a.moe,
-                    &b.expert_tokens[at], &b.expert_prob_sum[at]);
+                    &b.expert_tokens[at], &b.expert_prob_sum[at], moe_runner_, l);
     return;
   }
   const int64_t nf = n * c.intermediate_size;
@@ -237,9 +237,9 @@ void TrainModel::layer_backward(int l, int batch, int seq, float* dx) {
   std::memset(b.dn.data(), 0, static_cast<size_t>(n * c.hidden_size) * sizeof(float));
   if (c.moe.is_sparse(l)) {
     b.moe_grad.weight_scratch = b.weight_scratch.size() > 0 ? fptr(b.weight_scratch) : nullptr;
-    moe_mlp_backward(pool_, fptr(b.dn), *g.moe, dx, fptr(a.n2), n, c,
-                     moe_compute_weights(*w.moe, *m.moe), a.moe,
-                     b.moe_aux_dprob.empty() ? nullptr : b.moe_aux_dprob.data(), b.moe_grad);
+    moe_mlp_backward(
+        pool_, fptr(b.dn), *g.moe, dx, fptr(a.n2), n, c, moe_compute_weights(*w.moe, *m.moe), a.moe,
+        b.moe_aux_dprob.empty() ? nullptr : b.moe_aux_dprob.data(), b.moe_grad, moe_runner_, l);
   } else {  // MLP block: x_out = x_mid + Wdown · act
     std::memset(b.dact.data(), 0, static_cast<size_t>(nf) * sizeof(float));
     linear_backward(fptr(b.dact), g.w_down, g.b_down, dx, fptr(a.act), w.w_down, n);

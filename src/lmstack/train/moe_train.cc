@@ -256,7 +256,8 @@ void moe_router_backward(float* dlogits, const float* dweight, const float* logi
 
 void moe_mlp_forward(ThreadPool& pool, float* out, const float* h, int64_t rows,
                      const model::ModelConfig& c, const model::MoeLayerWeights& w, MoeActs& a,
-                     int64_t* tokens_per_expert, double* prob_sum) {
+                     int64_t* tokens_per_expert, double* prob_sum, MoeExpertRunner* runner,
+                     int layer) {
   const model::MoeConfig& cfg = c.moe;
   const int64_t C = c.hidden_size;
   const int E = cfg.num_experts;
@@ -271,7 +272,10 @@ void moe_mlp_forward(ThreadPool& pool, float* out, const float* h, int64_t rows,
     for (int e = 0; e < E; ++e) prob_sum[e] += p[at(e)];
   }
   moe_dispatch(fp(a.xe), h, a.order, cfg.top_k, C);
-  moe_experts_forward(pool, a, a.offsets, w, C);
+  if (runner)
+    runner->forward(pool, layer, a, w, C);
+  else
+    moe_experts_forward(pool, a, a.offsets, w, C);
   moe_combine(out, fp(a.ye), a.routing.weight, a.order, cfg.top_k, C);
   if (cfg.shared_intermediate > 0) shared_forward(pool, out, h, rows, C, cfg, w, a);
 }
@@ -279,13 +283,16 @@ void moe_mlp_forward(ThreadPool& pool, float* out, const float* h, int64_t rows,
 void moe_mlp_backward(ThreadPool& pool, float* dh, model::MoeLayerWeights& g, const float* dy,
                       const float* h, int64_t rows, const model::ModelConfig& c,
                       const model::MoeLayerWeights& w, const MoeActs& a, const float* aux_dprob,
-                      MoeGradScratch& s) {
+                      MoeGradScratch& s, MoeExpertRunner* runner, int layer) {
   const model::MoeConfig& cfg = c.moe;
   const int64_t C = c.hidden_size;
   if (cfg.shared_intermediate > 0) shared_backward(pool, dh, g, dy, h, rows, C, cfg, w, a, s);
   moe_combine_backward(fp(s.dye), s.dweight.data(), dy, fp(a.ye), a.routing.weight, a.order,
                        cfg.top_k, C);
-  moe_experts_backward(pool, s, g, a, a.offsets, w, C);
+  if (runner)
+    runner->backward(pool, layer, s, g, a, w, C);
+  else
+    moe_experts_backward(pool, s, g, a, a.offsets, w, C);
   moe_dispatch_backward(dh, fp(s.dxe), a.order, cfg.top_k, C);
   moe_router_backward(s.dlogits.data(), s.dweight.data(), a.logits.data(), a.routing, rows, cfg,
                       aux_dprob);

@@ -52,12 +52,35 @@ struct MoeGradScratch {
 model::MoeLayerWeights moe_compute_weights(const model::MoeLayerWeights& compute,
                                            const model::MoeLayerWeights& master);
 
+// Who computes the routed experts of a sparse layer: by default (runner == nullptr) every
+// expert runs here (moe_experts_forward/backward); expert parallelism
+// (train/expert_parallel.h) sends each pair's row to the rank owning its expert and back.
+// Implementations see the pairs in expert order, as moe_dispatch left them, and must fill
+// every pair's row. Calls come in the same order on every rank of an expert-parallel group
+// (layer by layer, forward then backward), which is what lets them be collectives.
+class MoeExpertRunner {
+ public:
+  virtual ~MoeExpertRunner() = default;
+  // a.ye[P, C] = expert(pair)(a.xe[P, C]) for every pair, grouped by a.offsets; may save what
+  // backward(layer) needs.
+  virtual void forward(ThreadPool& pool, int layer, MoeActs& a, const model::MoeLayerWeights& w,
+                       int64_t C) = 0;
+  // s.dxe[P, C] (written) from s.dye[P, C], and the gradients of the experts this rank holds
+  // (accumulated into g) from the last forward(layer).
+  virtual void backward(ThreadPool& pool, int layer, MoeGradScratch& s, model::MoeLayerWeights& g,
+                        const MoeActs& a, const model::MoeLayerWeights& w, int64_t C) = 0;
+  // Bytes of the buffers it holds (counted with the activations).
+  virtual int64_t bytes() const = 0;
+};
+
 // out[N, C] += MoE(h[N, C]) with weights `w` (moe_compute_weights), saving into `a`.
 // tokens_per_expert[E] gets each expert's rows, prob_sum[E] the sum over rows of softmax(logits)
-// (the aux loss's P_e).
+// (the aux loss's P_e). `runner` (may be null: all experts here) computes the routed experts of
+// layer `layer`.
 void moe_mlp_forward(ThreadPool& pool, float* out, const float* h, int64_t rows,
                      const model::ModelConfig& c, const model::MoeLayerWeights& w, MoeActs& a,
-                     int64_t* tokens_per_expert, double* prob_sum);
+                     int64_t* tokens_per_expert, double* prob_sum,
+                     MoeExpertRunner* runner = nullptr, int layer = 0);
 
 // dh[N, C] += ∂L/∂h and g's tensors += ∂L/∂w (router, experts, shared) from dy = ∂L/∂out;
 // bf16 expert weights need s.weight_scratch.
@@ -67,7 +90,7 @@ void moe_mlp_forward(ThreadPool& pool, float* out, const float* h, int64_t rows,
 void moe_mlp_backward(ThreadPool& pool, float* dh, model::MoeLayerWeights& g, const float* dy,
                       const float* h, int64_t rows, const model::ModelConfig& c,
                       const model::MoeLayerWeights& w, const MoeActs& a, const float* aux_dprob,
-                      MoeGradScratch& s);
+                      MoeGradScratch& s, MoeExpertRunner* runner = nullptr, int layer = 0);
 
 // ---- the expert-parallel seam: dispatch -> experts -> combine, and their backwards ----------
 // Expert parallelism replaces moe_dispatch / moe_combine (and their backwards) by all-to-alls

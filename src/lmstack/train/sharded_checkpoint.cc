@@ -301,10 +301,12 @@ void commit_sharded_checkpoint(const std::string& out_dir, const std::string& na
 
 std::string save_sharded_checkpoint(const std::string& out_dir, const TrainModel& model,
                                     DataParallel& dp, dist::Comm& comm, const TrainerState& state,
-                                    const model::ModelDirFiles& files, int keep) {
+                                    const model::ModelDirFiles& files, int keep,
+                                    const std::vector<WholeShardTensor>& whole, int ep) {
   const int rank = comm.rank(), world = comm.size();
-  const auto [name, dir] = new_sharded_checkpoint_dir(out_dir, state.step, comm,
-                                                      fmt::format("-n{}z{}", world, dp.zero()));
+  const std::string suffix = ep > 1 ? fmt::format("-n{}z{}e{}", world, dp.zero(), ep)
+                                    : fmt::format("-n{}z{}", world, dp.zero());
+  const auto [name, dir] = new_sharded_checkpoint_dir(out_dir, state.step, comm, suffix);
   std::vector<std::pair<std::string, Tensor>> tensors;
   const FlatLayout& layout = dp.layout();
   for (size_t u = 0; u < layout.units.size(); ++u) {
@@ -314,12 +316,28 @@ std::string save_sharded_checkpoint(const std::string& out_dir, const TrainModel
     tensors.emplace_back(kKindPrefix[1] + key, chunk_copy(dp.owned_exp_avg(u) + skip, c));
     tensors.emplace_back(kKindPrefix[2] + key, chunk_copy(dp.owned_exp_avg_sq(u) + skip, c));
   }
+  for (const WholeShardTensor& w : whole) {
+    if (w.rank != rank) continue;
+    const int64_t n = w.shape.numel();
+    tensors.emplace_back(kKindPrefix[0] + w.name, chunk_copy(w.value, n));
+    tensors.emplace_back(kKindPrefix[1] + w.name, chunk_copy(w.exp_avg, n));
+    tensors.emplace_back(kKindPrefix[2] + w.name, chunk_copy(w.exp_avg_sq, n));
+  }
   model::write_safetensors(path_join(dir, shard_file(rank, world)), tensors);
   comm.barrier();  // every shard is on disk before the index names them
-  if (rank == 0)
-    commit_sharded_checkpoint(
-        out_dir, name, model.config(), files, index_json(layout, dp.zero()), state,
-        {{"optimizer_steps", dp.steps_taken()}, {"world_size", world}, {"zero", dp.zero()}}, keep);
+  if (rank == 0) {
+    Json index = index_json(layout, dp.zero());
+    for (const WholeShardTensor& w : whole)
+      index["tensors"][w.name] = {
+          {"shape", w.shape.to_vector()},
+          {"slices", Json::array({Json::array({0, w.shape.numel(), w.rank, w.name, 0})})}};
+    commit_sharded_checkpoint(out_dir, name, model.config(), files, index, state,
+                              {{"optimizer_steps", dp.steps_taken()},
+                               {"world_size", world},
+                               {"zero", dp.zero()},
+                               {"ep", ep}},
+                              keep);
+  }
   comm.barrier();
   return dir;
 }

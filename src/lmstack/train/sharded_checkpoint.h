@@ -56,12 +56,28 @@ class CheckpointReader {
   std::map<std::string, Shape> shapes_;
 };
 
+// A tensor stored whole in one rank's shard beside the flat units: under expert parallelism
+// the experts, which the data-parallel units leave out (expert_data_parallel.h). Every rank
+// lists every entry (rank 0 indexes them as one slice [0, numel) each); only `rank`, the
+// writer, reads value, exp_avg and exp_avg_sq (numel floats each).
+struct WholeShardTensor {
+  std::string name;
+  Shape shape;
+  int rank = 0;
+  const float* value = nullptr;
+  const float* exp_avg = nullptr;
+  const float* exp_avg_sq = nullptr;
+};
+
 // Writes this rank's shard and (rank 0) index.json, config.json, the tokenizer files and
 // trainer_state.json, then `latest`; collective. Returns the checkpoint directory (a fresh
 // step-NNNNNNNN, suffixed when a checkpoint of that step already exists). Keeps `keep`.
+// `whole`: tensors outside dp's units, written whole by their rank; `ep` is recorded in
+// trainer_state.json (the expert-parallel size of the run).
 std::string save_sharded_checkpoint(const std::string& out_dir, const TrainModel& model,
                                     DataParallel& dp, dist::Comm& comm, const TrainerState& state,
-                                    const model::ModelDirFiles& files, int keep);
+                                    const model::ModelDirFiles& files, int keep,
+                                    const std::vector<WholeShardTensor>& whole = {}, int ep = 1);
 
 // Pieces shared with the TP/PP writer (model_parallel_checkpoint.cc). The shard of `rank`:
 // "shard-RRRRR-of-NNNNN.safetensors".

@@ -16,6 +16,7 @@
 #include "lmstack/train/checkpoint.h"
 #include "lmstack/train/data.h"
 #include "lmstack/train/data_parallel.h"
+#include "lmstack/train/expert_data_parallel.h"
 #include "lmstack/train/model_parallel_trainer.h"
 #include "lmstack/train/moe_balance.h"
 #include "lmstack/train/sharded_checkpoint.h"
@@ -94,9 +95,10 @@ struct Run {
   int64_t step = 0;
   dist::Comm* comm = nullptr;
   std::unique_ptr<TraceRecorder> trace;
-  std::unique_ptr<DataParallel> dp;    // null: the single-process path
-  int64_t train_activation_bytes = 0;  // after the last training step (evaluation may differ)
-  MoeStepLoads moe;                    // expert loads of the last step (MoE models)
+  std::unique_ptr<DataParallel> dp;        // null: the single-process path
+  std::unique_ptr<ExpertDataParallel> ep;  // --ep > 1: the experts beside dp's dense part
+  int64_t train_activation_bytes = 0;      // after the last training step (evaluation may differ)
+  MoeStepLoads moe;                        // expert loads of the last step (MoE models)
 };
 
 // Bytes this rank holds: weights (bf16 compute copies in mixed precision), f32 gradients,
@@ -109,6 +111,10 @@ std::array<int64_t, 6> held_bytes(Run& r) {
     const HeldBytes h = r.dp->held_bytes();
     master = h.weights, grads = h.gradients, opt = h.optimizer;
     peak_master = h.peak_weights, peak_grads = h.peak_gradients;
+    if (r.ep) {  // the experts this rank holds: weights, gradients, m and v, all f32
+      const int64_t e = r.ep->weight_bytes();
+      master += e, grads += e, opt += 2 * e, peak_master += e, peak_grads += e;
+    }
   } else {
     for (const ParamRef& p : r.model->params())
       master += p.value->nbytes(), grads += p.grad->nbytes();
@@ -123,17 +129,21 @@ std::array<int64_t, 6> held_bytes(Run& r) {
 }
 
 // Per-rank bytes held and moved this step, gathered from every rank (collective).
-Json per_rank_json(Run& r, const dist::CommStats& step_comm) {
+// step_comm: the world's (dense data parallelism); ep_step: the expert-parallel group's
+// all-to-alls in all_to_all_bytes and the expert-data group's all-reduce in all_reduce_bytes.
+Json per_rank_json(Run& r, const dist::CommStats& step_comm, const dist::CommStats& ep_step) {
   const std::array<int64_t, 6> h = held_bytes(r);
-  const std::array<int64_t, 9> mine = {h[0],
-                                       h[1],
-                                       h[2],
-                                       h[3],
-                                       h[4],
-                                       h[5],
-                                       step_comm.all_reduce_bytes,
-                                       step_comm.reduce_scatter_bytes,
-                                       step_comm.all_gather_bytes};
+  const std::array<int64_t, 11> mine = {h[0],
+                                        h[1],
+                                        h[2],
+                                        h[3],
+                                        h[4],
+                                        h[5],
+                                        step_comm.all_reduce_bytes,
+                                        step_comm.reduce_scatter_bytes,
+                                        step_comm.all_gather_bytes,
+                                        ep_step.all_to_all_bytes,
+                                        ep_step.all_reduce_bytes};
   std::vector<int64_t> all(mine.size() * static_cast<size_t>(r.comm->size()));
   r.comm->all_gather(mine.data(), all.data(), static_cast<int64_t>(sizeof(mine)), DType::kI8);
   Json ranks = Json::array();
@@ -150,7 +160,9 @@ Json per_rank_json(Run& r, const dist::CommStats& step_comm) {
                       {{"all_reduce", v[6]},
                        {"reduce_scatter", v[7]},
                        {"all_gather", v[8]},
-                       {"total", v[6] + v[7] + v[8]}}}});
+                       {"ep_all_to_all", v[9]},
+                       {"expert_all_reduce", v[10]},
+                       {"total", v[6] + v[7] + v[8] + v[9] + v[10]}}}});
   }
   return ranks;
 }
@@ -174,6 +186,7 @@ Json metrics_line(Run& r, Json measured) {
                 {"threads", r.pool.num_threads()},
                 {"dp", r.comm->size()},
                 {"zero", r.dp ? r.dp->zero() : 0},
+                {"ep", r.ep ? r.ep->ep() : 1},
                 {"flops_convention", "palm"}};
   Json line = {{"schema", "lmstack.run.v1"},
                {"kind", "train"},
@@ -203,8 +216,10 @@ double evaluate(Run& r) {
 void save(Run& r) {
   TrainerState s{r.step, r.train->position().windows_served, r.tc.seed, r.settings};
   r.last_checkpoint =
-      r.dp ? save_sharded_checkpoint(r.tc.out_dir, *r.model, *r.dp, *r.comm, s, r.files,
-                                     r.tc.keep_checkpoints)
+      r.dp ? save_sharded_checkpoint(
+                 r.tc.out_dir, *r.model, *r.dp, *r.comm, s, r.files, r.tc.keep_checkpoints,
+                 r.ep ? r.ep->checkpoint_tensors() : std::vector<WholeShardTensor>{},
+                 r.ep ? r.ep->ep() : 1)
            : save_checkpoint(r.tc.out_dir, *r.model, *r.opt, s, r.files, r.tc.keep_checkpoints);
   r.log->flush();
 }
@@ -220,6 +235,7 @@ std::pair<double, double> train_step(Run& r) {
   if (r.dp) {
     r.dp->zero_grads();
     r.dp->reset_peaks();
+    if (r.ep) r.ep->zero_grads();
   } else {
     r.model->zero_grads();
   }
@@ -238,6 +254,7 @@ std::pair<double, double> train_step(Run& r) {
   moe_reduce_step(r.moe, *r.comm);
   if (r.dp) {
     r.dp->finish_gradients();
+    if (r.ep) r.ep->finish_gradients();
     loss = dist::sum_in_rank_order(*r.comm, loss) / r.comm->size();
   }
   if (!std::isfinite(loss))
@@ -246,8 +263,12 @@ std::pair<double, double> train_step(Run& r) {
   const float lr = static_cast<float>(learning_rate(tc.lr, r.step));
   double norm = 0;
   if (r.dp) {
-    norm = r.dp->clip_grad_norm(tc.grad_clip);
+    norm = r.dp->clip_grad_norm(tc.grad_clip, r.ep ? r.ep->sum_squares_share() : 0);
     r.dp->optimizer_step(lr);
+    if (r.ep) {
+      r.ep->scale_grads(clip_coefficient(norm, tc.grad_clip));
+      r.ep->optimizer_step(lr);
+    }
   } else {
     norm = clip_grad_norm(r.pool, r.model->params(), tc.grad_clip);
     r.opt->step(r.pool, lr);
@@ -259,6 +280,16 @@ std::pair<double, double> train_step(Run& r) {
   return {loss, norm};
 }
 
+// Bytes of expert parallelism so far: the EP group's all-to-alls (all_to_all_bytes) and the
+// expert-data group's gradient all-reduce (all_reduce_bytes); zeros without --ep.
+dist::CommStats ep_stats(Run& r) {
+  dist::CommStats s;
+  if (!r.ep) return s;
+  s.all_to_all_bytes = r.ep->ep_comm().stats().all_to_all_bytes;
+  s.all_reduce_bytes = r.ep->expert_dp_comm().stats().all_reduce_bytes;
+  return s;
+}
+
 void run_steps(Run& r, TrainResult& result) {
   const TrainConfig& tc = r.tc;
   const double flops_tok = train_flops_per_token(r.model->config(), tc.seq);
@@ -268,7 +299,7 @@ void run_steps(Run& r, TrainResult& result) {
   while (r.step < tc.steps) {
     Timer t;
     const double lr = learning_rate(tc.lr, r.step);
-    const dist::CommStats before = r.comm->stats();
+    const dist::CommStats before = r.comm->stats(), ep_before = ep_stats(r);
     const auto [loss, norm] = train_step(r);
     r.train_activation_bytes = r.model->activation_bytes();
     const double dt = t.seconds();
@@ -286,7 +317,14 @@ void run_steps(Run& r, TrainResult& result) {
       moved.all_gather_bytes -= before.all_gather_bytes;
       m["comm_bytes"] =
           moved.all_reduce_bytes + moved.reduce_scatter_bytes + moved.all_gather_bytes;
-      m["ranks"] = per_rank_json(r, moved);
+      dist::CommStats ep_moved = ep_stats(r);
+      ep_moved.all_to_all_bytes -= ep_before.all_to_all_bytes;
+      ep_moved.all_reduce_bytes -= ep_before.all_reduce_bytes;
+      if (r.ep) {
+        m["ep_all_to_all_bytes"] = ep_moved.all_to_all_bytes;
+        m["expert_all_reduce_bytes"] = ep_moved.all_reduce_bytes;
+      }
+      m["ranks"] = per_rank_json(r, moved, ep_moved);
     }
     result.last_loss = loss, result.tok_s = tok_s, result.mfu = mfu;
     const bool last = r.step == tc.steps;
@@ -355,6 +393,14 @@ void load_single_process_optimizer(const std::string& dir, TrainModel& model, Ad
 }
 
 void check_parallel_config(const TrainConfig& tc, const dist::Comm& comm) {
+  if (tc.ep > 1 && tc.tp * tc.pp > 1)
+    throw_error<ConfigError>(
+        "--ep with --tp/--pp is not supported (expert parallelism runs with "
+        "data parallelism only)");
+  if (tc.ep > 1 && tc.zero == 3)
+    throw_error<ConfigError>("--ep with --zero 3 is not supported (use --zero 0-2)");
+  if (tc.ep > 1 && tc.recompute) throw_error<ConfigError>("--ep with --recompute is not supported");
+  if (tc.ep < 1) throw_error<ConfigError>("--ep {}: must be at least 1", tc.ep);
   if (tc.tp * tc.pp > 1) return;  // the mesh checks its own shape (model_parallel_trainer.cc)
   if (tc.dp > 0 && tc.dp != comm.size())
     throw_error<ConfigError>("--dp {} but the launcher started {} rank(s) (mpirun -np {})", tc.dp,
@@ -367,17 +413,24 @@ void check_parallel_config(const TrainConfig& tc, const dist::Comm& comm) {
 // Sets up the engine (data parallel path) or the single-process optimizer.
 void setup_optimizer(Run& r, const std::optional<std::string>& ckpt) {
   const TrainConfig& tc = r.tc;
-  const bool parallel = r.comm->size() > 1 || tc.zero > 0 || !tc.trace_path.empty();
+  const bool parallel = r.comm->size() > 1 || tc.zero > 0 || !tc.trace_path.empty() || tc.ep > 1;
   if (!parallel) {
     r.opt = std::make_unique<AdamW>(r.model->params(), tc.adam);
     if (ckpt) load_single_process_optimizer(*ckpt, *r.model, *r.opt);
     return;
   }
   if (!tc.trace_path.empty()) r.trace = std::make_unique<TraceRecorder>(r.comm->rank());
-  r.dp = std::make_unique<DataParallel>(*r.model, *r.comm, r.pool,
-                                        DataParallelOptions{tc.zero, tc.bucket_bytes}, tc.adam,
-                                        r.trace.get());
-  if (ckpt) load_sharded_state(CheckpointReader(*ckpt), *ckpt, *r.dp);
+  DataParallelOptions o{tc.zero, tc.bucket_bytes, {}};
+  if (tc.ep > 1) {
+    r.ep = std::make_unique<ExpertDataParallel>(*r.model, *r.comm, tc.ep, r.pool, tc.adam);
+    o.exclude = ExpertDataParallel::is_expert_param;
+  }
+  r.dp = std::make_unique<DataParallel>(*r.model, *r.comm, r.pool, o, tc.adam, r.trace.get());
+  if (ckpt) {
+    const CheckpointReader reader(*ckpt);
+    load_sharded_state(reader, *ckpt, *r.dp);
+    if (r.ep) r.ep->load(reader, *ckpt);
+  }
   r.model->sync_compute_weights();
 }
 
@@ -386,7 +439,8 @@ bool layout_differs(const std::string& dir, const Run& r) {
   const std::string path = path_join(dir, "trainer_state.json");
   const Json j = read_json_file(path);
   return optional<int>(j, "world_size", 1, path) != r.comm->size() ||
-         optional<int>(j, "zero", 0, path) != (r.dp ? r.dp->zero() : 0);
+         optional<int>(j, "zero", 0, path) != (r.dp ? r.dp->zero() : 0) ||
+         optional<int>(j, "ep", 1, path) != (r.ep ? r.ep->ep() : 1);
 }
 
 }  // namespace
@@ -435,10 +489,18 @@ TrainResult run_training(const TrainConfig& config, ThreadPool& pool) {
     state.settings = r.settings;
     return run_model_parallel_training(tc, r.md, r.data, state, ckpt, *r.comm, pool);
   }
+  int64_t num_parameters = 0;  // of the whole model, before ZeRO-3 or --ep shard it
+  model::ModelWeights whole = r.md.weights;
+  for (const auto& field : weight_fields(whole, r.md.config.tie_word_embeddings))
+    num_parameters += field.second->numel();
+  if (tc.ep > 1) {  // this rank holds its experts only
+    const EpPlacement e = ep_placement(r.md.config, r.comm->size(), r.comm->rank(), tc.ep);
+    whole = keep_experts(r.md.weights, e.first, e.count);
+    r.md.weights = whole;  // let the other experts' loaded tensors go
+  }
   r.model = std::make_unique<TrainModel>(
-      r.md.config, r.md.weights, pool,
+      r.md.config, whole, pool,
       TrainModelOptions{tc.dtype, tc.recompute, moe_aux_loss_weight(tc, r.md.config)});
-  const int64_t num_parameters = r.model->num_parameters();  // before ZeRO-3 shards them
   setup_optimizer(r, ckpt);
   r.train = std::make_unique<TokenLoader>(tc.data_dir, "train", tc.seq, tc.seed, true);
   r.train->set_position({state.windows_served});

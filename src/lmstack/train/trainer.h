@@ -62,6 +62,10 @@ struct TrainConfig {
   int pp_chunks = 2;                 // model chunks per rank of the interleaved schedule
   std::vector<int> pp_layers;        // layers per (virtual) stage; empty: even
   bool sequence_parallel = false;    // Korthikanti et al. 2022 (with tp > 1)
+  // Expert parallelism (expert_data_parallel.h): the routed experts split over groups of `ep`
+  // consecutive ranks, dispatched with all-to-alls; the dense part data-parallel over the
+  // world. 1: off.
+  int ep = 1;
   // MoE models (moe_train.h): the load-balancing loss weight (< 0: the config's
   // router_aux_loss_coef / aux_loss_alpha, else 0.01) and DeepSeek-V3's bias update rate
   // (0: off; models with e_score_correction_bias only).
