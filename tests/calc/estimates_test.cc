@@ -90,6 +90,23 @@ TEST(Train, DataParallelBytesPerGradientSchedule) {
   EXPECT_DOUBLE_EQ(dp_comm_bytes(params, p, 3, 4, m, each), f * m * (G + 2 * W));
 }
 
+// Expert parallelism by hand: tiny-mixtral-like, 2 MoE layers, T = 32 rows, k = 2, h = 32, f32
+// activations, m = 2, 4 experts over ep 2 within dp 4 (so d = 2 ranks hold each expert).
+TEST(Train, ExpertParallelBytesByHand) {
+  EpShape s;
+  s.tokens = 32, s.top_k = 2, s.hidden = 32, s.moe_layers = 2, s.num_experts = 4;
+  s.micro_batches = 2, s.act_bytes = 4, s.ep = 2, s.dp = 4, s.expert_params = 24576;
+  s.grad_bytes = 4;
+  const EpBytes b = ep_comm_bytes(s);
+  // 4 exchanges x 2 layers x 2 micro-batches x 32·2·32·4 B x 1/2, + 2 x 2 x (1 peer x 2 counts x 4
+  // B).
+  EXPECT_DOUBLE_EQ(b.all_to_all, 4 * 2 * 2 * 8192.0 / 2 + 2 * 2 * 8);
+  // All-reduce of 24576 / 2 expert params over d = 2: 2 x 1/2 x 12288 x 4 B.
+  EXPECT_DOUBLE_EQ(b.expert_all_reduce, 12288.0 * 4);
+  s.ep = 1;
+  EXPECT_EQ(ep_comm_bytes(s).all_to_all, 0);
+}
+
 TEST(Infer, MemoryAndConcurrencyByHand) {
   InferOptions o;  // bf16, batch 1, prompt 512, output 256
   const Report r = infer_report(model_preset("llama-3-8b"), hardware_preset("h100-sxm"), o);

@@ -74,10 +74,21 @@ Report check_report(const RunMetrics& run, const HardwareSpec& hw, const CheckOp
                         hw.name, 100 * o.tolerance);
   Checker c{o, r};
   const double shard = static_cast<double>(s.tp) * s.pp;
-  c.exact(
-      "weights_bytes", run.measured.weights_bytes,
-      weight_bytes(p, s.dtype) / shard / (s.zero >= 3 ? s.dp : 1), "B",
-      fmt::format("{} params x {} B ({}) / (tp x pp)", p.total(), dtype_bytes(s.dtype), s.dtype));
+  // --ep: a rank holds the dense part (reduced over dp, sharded by ZeRO) and 1/ep of the
+  // routed experts (f32 weights, gradients, m and v, reduced over the dp/ep ranks holding them).
+  const double experts = s.ep > 1 ? static_cast<double>(p.get("experts")) : 0;
+  const double dense = (static_cast<double>(p.total()) - experts) / shard,
+               local_experts = experts / s.ep, per_rank = dense + local_experts;
+  const TrainPrecision prec = TrainPrecision::parse(s.precision);
+  if (s.ep > 1)
+    c.exact("weights_bytes", run.measured.weights_bytes, per_rank * dtype_bytes(s.dtype), "B",
+            fmt::format("(dense {:.0f} + experts {:.0f} / ep {}) x {} B", dense, experts, s.ep,
+                        dtype_bytes(s.dtype)));
+  else
+    c.exact(
+        "weights_bytes", run.measured.weights_bytes,
+        weight_bytes(p, s.dtype) / shard / (s.zero >= 3 ? s.dp : 1), "B",
+        fmt::format("{} params x {} B ({}) / (tp x pp)", p.total(), dtype_bytes(s.dtype), s.dtype));
   c.exact("kv_cache_bytes", run.measured.kv_cache_bytes,
           kv_bytes_per_token(m, kv) * context_of(s) * s.batch / s.tp, "B",
           fmt::format("KV/token ({}) x context {:.0f} x batch {}", kv, context_of(s), s.batch));
@@ -93,16 +104,16 @@ Report check_report(const RunMetrics& run, const HardwareSpec& hw, const CheckOp
                           parse_recompute(s.recompute)};
   c.exact("activations_bytes", run.measured.activations_bytes, activation_bytes(a), "B",
           "Korthikanti et al. Table 2 x layers");
-  const StateBytes st = zero_state_bytes(static_cast<double>(p.total()) / shard,
-                                         TrainPrecision::parse(s.precision), s.zero, s.dp);
+  StateBytes st = zero_state_bytes(dense, prec, s.zero, s.dp);
+  st.weights += local_experts * prec.weight;
+  st.gradients += local_experts * prec.grad;
+  st.optimizer += local_experts * prec.optimizer;
   c.exact("gradients_bytes", run.measured.gradients_bytes, st.gradients, "B",
           "params x grad bytes");
   c.exact("optimizer_bytes", run.measured.optimizer_bytes, st.optimizer, "B",
           s.precision == "mixed" ? "params x 12 (master, m, v)" : "params x 8 (m, v)");
   c.exact("comm_bytes", run.measured.comm_bytes,
-          dp_comm_bytes(static_cast<double>(p.total()) / shard, TrainPrecision::parse(s.precision),
-                        s.zero, s.dp, s.grad_accum),
-          "B",
+          dp_comm_bytes(dense, prec, s.zero, s.dp, s.grad_accum), "B",
           s.zero <= 1
               ? "ring all-reduce of grads: 2(dp-1)/dp x G (ZeRO 1: reduce-scatter G + "
                 "all-gather W, the same bytes when W = G)"
@@ -112,11 +123,26 @@ Report check_report(const RunMetrics& run, const HardwareSpec& hw, const CheckOp
     c.exact("model_state_bytes_per_param",
             (*run.measured.weights_bytes + *run.measured.gradients_bytes +
              *run.measured.optimizer_bytes) /
-                (static_cast<double>(p.total()) / shard),
-            st.total() / (static_cast<double>(p.total()) / shard), "B",
+                per_rank,
+            st.total() / per_rank, "B",
             fmt::format("ZeRO-{} over dp {}: paper (mixed, K = 12) 16 | 2+2+12/N | 2+14/N | 16/N; "
                         "fp32 here 16 | 4+4+8/N | 4+12/N | 16/N",
                         s.zero, s.dp));
+  if (s.ep > 1) {
+    EpShape e;
+    e.tokens = static_cast<double>(s.micro_batch) * s.seq;
+    e.top_k = static_cast<double>(m.experts_per_token), e.hidden = m.hidden_size;
+    e.moe_layers = static_cast<double>(m.num_moe_layers());
+    e.num_experts = static_cast<double>(m.num_experts), e.micro_batches = s.grad_accum;
+    e.act_bytes = dtype_bytes(s.dtype), e.ep = s.ep, e.dp = s.dp;
+    e.expert_params = experts, e.grad_bytes = prec.grad;
+    const EpBytes b = ep_comm_bytes(e);
+    c.exact("ep_all_to_all_bytes", run.measured.ep_all_to_all_bytes, b.all_to_all, "B",
+            "4 x moe layers x m x T·k·h·act B x (ep-1)/ep (uniform routing) + row counts");
+    if (s.dp / s.ep > 1)
+      c.exact("expert_all_reduce_bytes", run.measured.expert_all_reduce_bytes, b.expert_all_reduce,
+              "B", "2(d-1)/d x experts/ep x grad B, d = dp/ep");
+  }
   const double flops_ctx = s.seq > 0 ? s.seq : std::max(1.0, static_cast<double>(s.prompt_tokens));
   c.exact("flops_per_token", run.measured.flops_per_token,
           token_flops(m, p, flops_ctx, conv).forward(), "FLOP",

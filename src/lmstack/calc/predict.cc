@@ -43,6 +43,18 @@ double dp_comm_bytes(double params, const TrainPrecision& p, int stage, int dp,
   return f * (reductions * G + (stage == 3 ? 2 * micro_batches : 1) * W);
 }
 
+EpBytes ep_comm_bytes(const EpShape& s) {
+  EpBytes b;
+  if (s.ep > 1) {
+    const double off = (s.ep - 1.0) / s.ep, calls = s.moe_layers * s.micro_batches;
+    b.all_to_all = 4 * calls * s.tokens * s.top_k * s.hidden * s.act_bytes * off +
+                   calls * (s.ep - 1.0) * (s.num_experts / s.ep) * 4;
+  }
+  const int d = s.ep > 0 ? s.dp / s.ep : 1;
+  if (d > 1) b.expert_all_reduce = 2.0 * (d - 1) / d * s.expert_params / s.ep * s.grad_bytes;
+  return b;
+}
+
 double activation_bytes_per_layer(const ActivationShape& a) {
   const double sbh = a.seq * a.micro_batch * a.hidden, t = a.tp;
   const bool sp = a.sequence_parallel && a.tp > 1;

@@ -49,6 +49,30 @@ enum class GradReduce { kPerStep, kPerMicroBatch };
 double dp_comm_bytes(double params, const TrainPrecision& p, int stage, int dp,
                      double micro_batches = 1, GradReduce reduce = GradReduce::kPerStep);
 
+// Expert parallelism, bytes one rank sends per step (lmstack's train --ep; DeepSpeed-MoE and
+// Megatron exchange the same volumes). Each MoE layer and micro-batch runs four all-to-alls of
+// the rank's T·k (token, expert) rows of h activations: dispatch and return in the forward,
+// the same two on the gradients in the backward. With uniform routing a row's expert lives on
+// another rank of the ep group with probability (ep-1)/ep, so
+//   all_to_all = 4 · moe_layers · m · T·k·h·act_bytes · (ep-1)/ep
+//              + moe_layers · m · (ep-1) · (E/ep) · 4      (the int32 row counts, forward)
+// and the experts' gradients are all-reduced over the d = dp/ep ranks holding the same ones:
+//   expert_all_reduce = 2(d-1)/d · (expert params / ep) · grad_bytes.
+// The dense part's reduction is dp_comm_bytes of the non-expert parameters over all dp ranks.
+struct EpShape {
+  double tokens = 0;  // T: token rows per rank and micro-batch (micro_batch x seq)
+  double top_k = 1, hidden = 0, moe_layers = 0, num_experts = 0;
+  double micro_batches = 1;  // m
+  double act_bytes = 2;      // bytes of one activation element
+  int ep = 1, dp = 1;        // dp: ranks over which the dense part is reduced (ep divides it)
+  double expert_params = 0;  // every routed expert of the model
+  double grad_bytes = 4;
+};
+struct EpBytes {
+  double all_to_all = 0, expert_all_reduce = 0;
+};
+EpBytes ep_comm_bytes(const EpShape& s);
+
 struct ActivationShape {
   double seq = 0, micro_batch = 1, hidden = 0, heads = 0, layers = 0;
   int tp = 1, pp = 1;

@@ -41,6 +41,7 @@ struct TrainOptions {
   double compute_efficiency = 0.5;
   std::string precision = "mixed";  // TrainPrecision::parse
   std::string dtype = "bf16";       // compute precision for the peak
+  std::string act_dtype = "bf16";   // activations sent by TP, PP and EP (dtype_bytes names)
   int gpus_per_node = 0;            // 0: min(8, the GPU's NVLink domain) (72 on NVL72)
   std::string nic = "ndr";          // link between nodes, one NIC per GPU
   AttnConvention attention = AttnConvention::kPalm;

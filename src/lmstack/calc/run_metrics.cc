@@ -17,7 +17,7 @@ struct MeasuredField {
   const char* key;
   std::optional<double> RunMeasured::*member;
 };
-constexpr std::array<MeasuredField, 10> kMeasuredFields = {{
+constexpr std::array<MeasuredField, 12> kMeasuredFields = {{
     {"weights_bytes", &RunMeasured::weights_bytes},
     {"kv_cache_bytes", &RunMeasured::kv_cache_bytes},
     {"activations_bytes", &RunMeasured::activations_bytes},
@@ -28,6 +28,8 @@ constexpr std::array<MeasuredField, 10> kMeasuredFields = {{
     {"train_tok_s", &RunMeasured::train_tok_s},
     {"flops_per_token", &RunMeasured::flops_per_token},
     {"comm_bytes", &RunMeasured::comm_bytes},
+    {"ep_all_to_all_bytes", &RunMeasured::ep_all_to_all_bytes},
+    {"expert_all_reduce_bytes", &RunMeasured::expert_all_reduce_bytes},
 }};
 
 int positive(const Json& j, const char* key, int fallback, const std::string& source) {
@@ -67,6 +69,7 @@ RunSetup setup_from_json(const Json& j, const std::string& src) {
   s.dp = positive(j, "dp", 1, src);
   s.zero = non_negative(j, "zero", src);
   if (s.zero > 3) throw_error<ConfigError>("{}: field 'zero' must be 0..3, got {}", src, s.zero);
+  s.ep = positive(j, "ep", 1, src);
   s.flops_convention = optional<std::string>(j, "flops_convention", s.flops_convention, src);
   return s;
 }
@@ -132,6 +135,7 @@ Json run_metrics_to_json(const RunMetrics& m) {
                 {"pp", s.pp},
                 {"dp", s.dp},
                 {"zero", s.zero},
+                {"ep", s.ep},
                 {"flops_convention", s.flops_convention}};
   if (!s.kv_dtype.empty()) setup["kv_dtype"] = s.kv_dtype;
   Json measured = Json::object();

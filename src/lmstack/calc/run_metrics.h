@@ -26,6 +26,7 @@ struct RunSetup {
   std::string precision = "mixed";  // "mixed" or "fp32"
   std::string recompute = "none";   // "none", "selective", "full"
   int tp = 1, pp = 1, dp = 1, zero = 0;
+  int ep = 1;  // expert-parallel group size (train --ep)
   std::string flops_convention = "palm";
 };
 
@@ -35,6 +36,8 @@ struct RunMeasured {
       optimizer_bytes;
   std::optional<double> decode_tok_s, prefill_tok_s, train_tok_s, flops_per_token;
   std::optional<double> comm_bytes;  // bytes this rank sent in one training step (Comm::stats)
+  // --ep: the expert-parallel all-to-alls and the experts' gradient all-reduce of the step
+  std::optional<double> ep_all_to_all_bytes, expert_all_reduce_bytes;
 };
 
 struct RunMetrics {

@@ -85,7 +85,8 @@ void dp_cost(TrainEstimate& e, const HardwareSpec& hw) {
 
 void model_parallel_costs(const ModelShape& m, const HardwareSpec& hw, TrainEstimate& e) {
   const TrainOptions& o = e.layout;
-  const double A = static_cast<double>(o.micro_batch) * o.seq * m.hidden_size * 2;  // bf16 b*s*h
+  const double A = static_cast<double>(o.micro_batch) * o.seq * m.hidden_size *
+                   dtype_bytes(o.act_dtype);  // b*s*h activations
   const double layers = e.stage_layers, mb = o.grad_accum;
   e.tp = group_link(hw, o, o.tp);
   if (o.tp > 1) {
@@ -110,9 +111,16 @@ void model_parallel_costs(const ModelShape& m, const HardwareSpec& hw, TrainEsti
     const double X = A * m.experts_per_token;
     const double moe_layers = static_cast<double>(m.num_moe_layers()) / o.pp;
     const double count = 4 * moe_layers * mb;
-    e.ep.bytes = count * (o.ep - 1.0) / o.ep * X;
+    EpShape s;  // the bytes as calc check predicts a run's (predict.h)
+    s.tokens = static_cast<double>(o.micro_batch) * o.seq, s.top_k = m.experts_per_token;
+    s.hidden = m.hidden_size, s.moe_layers = moe_layers, s.micro_batches = mb;
+    s.num_experts = static_cast<double>(m.num_experts), s.act_bytes = dtype_bytes(o.act_dtype);
+    s.ep = o.ep;
+    e.ep.bytes = ep_comm_bytes(s).all_to_all;
     e.ep.time_s = count * alltoall_s(X, o.ep, l.bw, l.latency);
-    e.ep.formula = "4 all-to-alls/MoE layer x m of b*s*k*h*2 B";
+    e.ep.formula =
+        fmt::format("4 all-to-alls/MoE layer x m of b*s*k*h*{:.0f} B x (ep-1)/ep (uniform routing)",
+                    dtype_bytes(o.act_dtype));
   }
 }
 

@@ -39,6 +39,9 @@ void add_common(CLI::App* sub, TrainArgs& a) {
   sub->add_option("--attention", a.attention, "attention-FLOPs convention: palm llmc none")
       ->capture_default_str();
   sub->add_option("--ep", a.o.ep, "expert-parallel ranks (MoE)")->capture_default_str();
+  sub->add_option("--act-dtype", a.o.act_dtype,
+                  "activations TP/PP/EP send: bf16, f32 (lmstack train runs f32)")
+      ->capture_default_str();
   add_calc_output_flags(sub, a.out);
 }
 
