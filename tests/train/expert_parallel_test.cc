@@ -136,9 +136,10 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ExpertParallel,
                                               i.param.ep, i.param.zero);
                          });
 
-// Six steps with a checkpoint every two: ep 2 to step 4, then one process and --dp 2 resume
-// it to step 6; and a single-process step-4 checkpoint resumed under --ep 2. Each equals the
-// uninterrupted single-process run (within the tolerance above: the layouts sum differently).
+// Six steps with a checkpoint every two, resumed from step 4 (`latest` pointed back at it, so
+// the learning-rate schedule is the 6-step one): an --ep 2 checkpoint in one process and under
+// --dp 2, and a single-process checkpoint under --ep 2. Each equals the uninterrupted
+// single-process run (within the tolerance above: the layouts sum differently).
 TEST(ExpertParallelCheckpoint, ResumesAtAnyLayout) {
   const std::string data = make_data("ep_ckpt_data");
   TrainConfig single = tiny_config(data, test::temp_dir("ep_ckpt_single"), "mixtral");
@@ -151,15 +152,21 @@ TEST(ExpertParallelCheckpoint, ResumesAtAnyLayout) {
     for (size_t i = 0; i < 2; ++i)
       EXPECT_NEAR(have[i], want[4 + i], 2e-5 * std::fabs(want[4 + i])) << log << " " << i;
   };
-  // --ep 2 to step 4.
+  // A copy of `from` whose latest checkpoint is step 4.
+  auto at_step4 = [](const std::string& from, const std::string& name) {
+    const std::string out = test::temp_dir(name);
+    std::filesystem::copy(from, out, std::filesystem::copy_options::recursive);
+    write_file_atomic(path_join(out, "latest"), "checkpoints/step-00000004\n");
+    return out;
+  };
   TrainConfig ep = tiny_config(data, test::temp_dir("ep_ckpt_ep2"), "mixtral");
-  ep.batch = 4, ep.moe_aux_loss_coef = 0, ep.eval_every = 0, ep.steps = 4, ep.ep = 2;
+  ep.batch = 4, ep.moe_aux_loss_coef = 0, ep.eval_every = 0, ep.ep = 2;
   const TrainResult saved = run_ranks(2, ep);
-  EXPECT_NE(saved.checkpoint.find("e2"), std::string::npos) << saved.checkpoint;
-  // ... resumed in one process and under --dp 2.
-  for (int ranks : {1, 2}) {
-    const std::string out = test::temp_dir(fmt::format("ep_ckpt_resume{}", ranks));
-    std::filesystem::copy(ep.out_dir, out, std::filesystem::copy_options::recursive);
+  EXPECT_TRUE(file_exists(
+      path_join(ep.out_dir, "checkpoints/step-00000004/shard-00001-of-00002.safetensors")))
+      << saved.checkpoint;
+  for (int ranks : {1, 2}) {  // --ep 2 -> one process, --dp 2
+    const std::string out = at_step4(ep.out_dir, fmt::format("ep_ckpt_resume{}", ranks));
     TrainConfig c = tiny_config(data, out, "mixtral");
     c.batch = 4, c.moe_aux_loss_coef = 0, c.eval_every = 0, c.resume = true;
     c.log_path = path_join(out, "resumed.jsonl");
@@ -169,13 +176,11 @@ TEST(ExpertParallelCheckpoint, ResumesAtAnyLayout) {
       run_ranks(2, c);
     expect_tail(c.log_path);
   }
-  // A single-process checkpoint of step 4 resumed under --ep 2.
-  const std::string out = test::temp_dir("ep_ckpt_from_single");
-  TrainConfig one = tiny_config(data, out, "mixtral");
-  one.batch = 4, one.moe_aux_loss_coef = 0, one.eval_every = 0, one.steps = 4;
-  run_training(one, pool);
-  TrainConfig c = one;
-  c.steps = 6, c.resume = true, c.ep = 2, c.log_path = path_join(out, "resumed.jsonl");
+  // One process -> --ep 2.
+  const std::string out = at_step4(single.out_dir, "ep_ckpt_from_single");
+  TrainConfig c = tiny_config(data, out, "mixtral");
+  c.batch = 4, c.moe_aux_loss_coef = 0, c.eval_every = 0, c.resume = true, c.ep = 2;
+  c.log_path = path_join(out, "resumed.jsonl");
   run_ranks(2, c);
   expect_tail(c.log_path);
 }
