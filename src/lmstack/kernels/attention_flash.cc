@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "lmstack/core/error.h"
@@ -103,26 +104,41 @@ bool gather_chunk(const AttentionLeaf& leaf, const PagedKv& kv, const int32_t* b
                   int64_t j0, int n, const float** kp, const float** vp, float* k_pack,
                   float* v_pack) {
   const int d = kv.head_dim;
-  for (int j = 0; j < n; ++j) {
-    const int64_t row = row_index(kv, blocks, kvh, j0 + j);
-    float* kd = k_pack + static_cast<size_t>(j) * d;
-    float* vd = v_pack + static_cast<size_t>(j) * d;
-    if (kv.dtype == DType::kF32) {
+  if (kv.dtype == DType::kF32) {
+    for (int j = 0; j < n; ++j) {
+      const int64_t row = row_index(kv, blocks, kvh, j0 + j);
       kp[j] = static_cast<const float*>(kv.k) + row * d;
       vp[j] = static_cast<const float*>(kv.v) + row * d;
-      continue;
     }
-    if (kv.dtype == DType::kBF16) {
-      leaf.load_bf16(kd, static_cast<const uint16_t*>(kv.k) + row * d, d);
-      leaf.load_bf16(vd, static_cast<const uint16_t*>(kv.v) + row * d, d);
-    } else {
-      leaf.load_i8(kd, static_cast<const int8_t*>(kv.k) + row * d, kv.k_scale[row], d);
-      leaf.load_i8(vd, static_cast<const int8_t*>(kv.v) + row * d, kv.v_scale[row], d);
-    }
-    kp[j] = kd;
-    vp[j] = vd;
+    return false;
   }
-  return kv.dtype != DType::kF32;
+  // One loader call per chunk for K and one for V (not per row).
+  const auto widen = [&]<class T>(const T*) {
+    const T* krows[kChunk];
+    const T* vrows[kChunk];
+    float kscale[kChunk], vscale[kChunk];
+    for (int j = 0; j < n; ++j) {
+      const int64_t row = row_index(kv, blocks, kvh, j0 + j);
+      krows[j] = static_cast<const T*>(kv.k) + row * d;
+      vrows[j] = static_cast<const T*>(kv.v) + row * d;
+      if constexpr (std::is_same_v<T, int8_t>)
+        kscale[j] = kv.k_scale[row], vscale[j] = kv.v_scale[row];
+      kp[j] = k_pack + static_cast<size_t>(j) * d;
+      vp[j] = v_pack + static_cast<size_t>(j) * d;
+    }
+    if constexpr (std::is_same_v<T, int8_t>) {
+      leaf.load_i8(k_pack, krows, kscale, n, d);
+      leaf.load_i8(v_pack, vrows, vscale, n, d);
+    } else {
+      leaf.load_bf16(k_pack, krows, n, d);
+      leaf.load_bf16(v_pack, vrows, n, d);
+    }
+  };
+  if (kv.dtype == DType::kBF16)
+    widen(static_cast<const uint16_t*>(nullptr));
+  else
+    widen(static_cast<const int8_t*>(nullptr));
+  return true;
 }
 
 // Asks for the K and V rows (and int8 scales) of positions [j0, j0 + n) ahead of use. Rows of
