@@ -2,7 +2,8 @@
 // D 128, KV blocks of 16 tokens, shuffled block tables). Prefill: one causal sequence of T
 // tokens, reported as GFLOP/s (QKᵀ and PV: 4·H·D·T(T+1)/2 FLOPs) and % of the f32 peak
 // measured by lmstack doctor's probe. Decode: S sequences of one query over C tokens of
-// context, reported as GB/s of K and V read (2·S·C·Hkv·D·4 bytes) and % of DRAM read
+// context, reported as GB/s of K and V read (2·S·C·Hkv·D·4 bytes for f32; bf16 and int8
+// pools, AttentionDecode/<variant>/<dtype>, read 2·S·C·Hkv·kv_row_bytes) and % of DRAM read
 // bandwidth. Threads: LMSTACK_THREADS, else the physical cores.
 // Run: build/<dir>/bench/lmstack_kernels_bench --benchmark_filter=Attention
 #include <benchmark/benchmark.h>
@@ -38,20 +39,32 @@ const MachineReport& bench_machine() {
 
 // Sequences of the given (queries, context) with their KV in a shuffled paged pool.
 struct Batch {
-  std::vector<float> k, v, q, out;
+  std::vector<char> k, v;  // pools of `dtype`
+  std::vector<float> k_scale, v_scale, q, out;
   std::vector<int32_t> query_start{0}, context_len, block_table;
   PagedKv kv;
   AttentionBatch batch;
 
-  Batch(int num_seqs, int q_len, int context) {
+  Batch(int num_seqs, int q_len, int context, DType dtype = DType::kF32) {
     const int blocks_per_seq = (context + kBlock - 1) / kBlock;
     const int64_t num_blocks = int64_t{num_seqs} * blocks_per_seq;
-    const size_t pool_floats = static_cast<size_t>(num_blocks) * kBlock * kKvHeads * kHeadDim;
+    const int64_t slots = num_blocks * kBlock;
+    const size_t rows = static_cast<size_t>(slots) * kKvHeads;
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> dist(-1, 1);
-    k.resize(pool_floats);
-    v.resize(pool_floats);
-    for (size_t i = 0; i < pool_floats; ++i) k[i] = dist(rng), v[i] = dist(rng);
+    const size_t value_bytes = dtype == DType::kF32 ? 4 : dtype == DType::kBF16 ? 2 : 1;
+    k.resize(rows * kHeadDim * value_bytes);
+    v.resize(k.size());
+    k_scale.resize(rows);
+    v_scale.resize(rows);
+    kv = {k.data(), v.data(), num_blocks,     kBlock,        kKvHeads,
+          kHeadDim, dtype,    k_scale.data(), v_scale.data()};
+    // Every slot written through kv_write, so bf16/int8 pools hold real rounded rows.
+    std::vector<float> kf(rows * kHeadDim), vf(kf.size());
+    for (size_t i = 0; i < kf.size(); ++i) kf[i] = dist(rng), vf[i] = dist(rng);
+    std::vector<int32_t> all(static_cast<size_t>(slots));
+    std::iota(all.begin(), all.end(), 0);
+    kv_write(kv, kf.data(), vf.data(), all.data(), slots);
     block_table.resize(static_cast<size_t>(num_blocks));
     std::iota(block_table.begin(), block_table.end(), 0);
     std::shuffle(block_table.begin(), block_table.end(), rng);
@@ -62,7 +75,6 @@ struct Batch {
     q.resize(static_cast<size_t>(query_start.back()) * kHeads * kHeadDim);
     for (auto& x : q) x = dist(rng);
     out.resize(q.size());
-    kv = {k.data(), v.data(), num_blocks, kBlock, kKvHeads, kHeadDim};
     batch = {num_seqs,           query_start.data(), context_len.data(),
              block_table.data(), blocks_per_seq,     0};
   }
@@ -82,11 +94,11 @@ void bm_prefill(benchmark::State& state, PagedAttentionFn* fn) {
   state.counters["threads"] = bench_pool().num_threads();
 }
 
-void bm_decode(benchmark::State& state, PagedAttentionFn* fn) {
+void bm_decode(benchmark::State& state, PagedAttentionFn* fn, DType dtype) {
   const auto seqs = static_cast<int>(state.range(0)), context = static_cast<int>(state.range(1));
-  Batch b(seqs, 1, context);
+  Batch b(seqs, 1, context, dtype);
   for (auto _ : state) b.run(fn);
-  const double bytes = 2.0 * seqs * context * kKvHeads * kHeadDim * sizeof(float);
+  const double bytes = 2.0 * seqs * context * kKvHeads * double(kv_row_bytes(dtype, kHeadDim));
   state.counters["KV_GB/s"] =
       benchmark::Counter(bytes * 1e-9 * double(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["dram_GB/s"] = bench_machine().dram_read_gbs;
@@ -102,10 +114,14 @@ const bool kRegistered = [] {
     auto* prefill = benchmark::RegisterBenchmark(
         ("AttentionPrefill/" + std::string(v.name)).c_str(), bm_prefill, v.fn);
     prefill->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond);
-    auto* decode = benchmark::RegisterBenchmark(("AttentionDecode/" + std::string(v.name)).c_str(),
-                                                bm_decode, v.fn);
-    decode->Args({1, 4096})->Args({8, 1024})->Args({16, 4096})->Unit(benchmark::kMicrosecond);
-    if (wall) prefill->UseRealTime(), decode->UseRealTime();
+    if (wall) prefill->UseRealTime();
+    for (DType t : {DType::kF32, DType::kBF16, DType::kI8}) {
+      const std::string suffix = t == DType::kF32 ? "" : "/" + std::string(dtype_name(t));
+      auto* decode = benchmark::RegisterBenchmark(
+          ("AttentionDecode/" + std::string(v.name) + suffix).c_str(), bm_decode, v.fn, t);
+      decode->Args({1, 4096})->Args({8, 1024})->Args({16, 4096})->Unit(benchmark::kMicrosecond);
+      if (wall) decode->UseRealTime();
+    }
   }
   return true;
 }();

@@ -90,6 +90,12 @@ std::vector<Figure> figures() {
          return kv_bytes_per_token(model_preset("llama-3-8b"), "bf16") * 8192 * 100 / (1 << 30);
        },
        100, 0, "glossary 3 '100 x 8K ~ 100 GB' (exactly 100 GiB = 107 GB)"},
+      {"Llama-3-8B KV bytes per token (int8, f32 scale per token per kv head)",
+       [] { return kv_bytes_per_token(model_preset("llama-3-8b"), "int8"); }, 2 * 32 * 8 * 132, 0,
+       "2 x L x kv_heads x (head_dim x 1 + 4): lmstack --kv-dtype int8 (kv_cache.h)"},
+      {"DeepSeek-V3 MLA KV bytes per token (int8)",
+       [] { return kv_bytes_per_token(model_preset("deepseek-v3"), "int8"); }, 61 * (576 + 4), 0,
+       "one scale per latent row"},
       {"DeepSeek-V3 MLA KV bytes per token (bf16)",
        [] { return kv_bytes_per_token(model_preset("deepseek-v3"), "bf16"); }, 61 * 576 * 2, 0,
        "DeepSeek-V2 paper sec. 2.1: cache (d_c + d_h^R) per layer = 512 + 64"},

@@ -1,6 +1,6 @@
-// Engine on a tiny in-memory model: batched greedy outputs equal single-request Generator
-// runs; prefix cache on/off and forced preemption change nothing; cancellation frees every
-// block; n > 1, stop strings, seeds, validation and the bounded queue.
+// Engine on a tiny in-memory model (f32, and bf16/int8 KV): batched greedy outputs equal
+// single-request Generator runs; prefix cache on/off and forced preemption change nothing;
+// cancellation frees every block; n > 1, stop strings, seeds, validation and the bounded queue.
 #include "lmstack/serve/engine.h"
 
 #include <gtest/gtest.h>
@@ -131,6 +131,30 @@ TEST_F(EngineTest, PrefixCacheOnAndOffGiveTheSameOutputs) {
     }
   }
   EXPECT_GT(engine_->prefix_cache_stats()->num_hit_tokens, 0);
+}
+
+// --kv-dtype bf16/int8: the engine stores and reads the same rounded rows as a single
+// Generator with that dtype, through prefix-cache hits (whole blocks shared, the rest
+// recomputed into rows of its own).
+TEST_F(EngineTest, QuantizedKvWithPrefixCacheEqualsSingleRuns) {
+  for (DType t : {DType::kBF16, DType::kI8}) {
+    const auto reqs = mixed_requests(6, /*shared_prefix=*/30);
+    EngineOptions o = options(256, true);
+    o.kv_dtype = t;
+    engine_ = std::make_unique<Engine>(model_->config, model_->weights, pool_, o);
+    EXPECT_EQ(engine_->kv_cache().dtype(), t);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      auto stream = *engine_->submit(reqs[i]);
+      engine_->run_until_idle();
+      const Result on = collect(*stream, 1);
+      model::Generator gen(model_->config, model_->weights, pool_, 256, 4, t);
+      EXPECT_EQ(on.choices[0].tokens, gen.generate(reqs[i].prompt, reqs[i].params, {}, {}).tokens)
+          << dtype_name(t) << " request " << i;
+      if (i > 0) {
+        EXPECT_EQ(on.usage.cached_tokens, 28) << dtype_name(t);
+      }
+    }
+  }
 }
 
 TEST_F(EngineTest, ForcedPreemptionLeavesOutputsIdentical) {

@@ -14,13 +14,23 @@ namespace {
 
 // The KV-per-token rule in symbols and with this model's numbers.
 std::pair<std::string, std::string> kv_formula(const ModelShape& m, const std::string& kv, int tp) {
-  if (m.is_mla())
+  const double scale = kv_scale_bytes(kv);
+  if (m.is_mla() && scale == 0)
     return {"L x (r_kv + d_rope) x bytes / tp (MLA latent)",
             fmt::format("{} x ({} + {}) x {} / {}", m.num_layers, m.kv_lora_rank,
                         m.qk_rope_head_dim, dtype_bytes(kv), tp)};
-  return {"2 x L x kv_heads x head_dim x bytes / tp",
-          fmt::format("2 x {} x {} x {} x {} / {}", m.num_layers, m.num_kv_heads, m.head_dim,
-                      dtype_bytes(kv), tp)};
+  if (m.is_mla())  // int8: one f32 scale per latent row
+    return {"L x ((r_kv + d_rope) x bytes + scale) / tp (MLA latent)",
+            fmt::format("{} x (({} + {}) x {} + {}) / {}", m.num_layers, m.kv_lora_rank,
+                        m.qk_rope_head_dim, dtype_bytes(kv), scale, tp)};
+  if (scale == 0)
+    return {"2 x L x kv_heads x head_dim x bytes / tp",
+            fmt::format("2 x {} x {} x {} x {} / {}", m.num_layers, m.num_kv_heads, m.head_dim,
+                        dtype_bytes(kv), tp)};
+  // int8: one f32 scale per token per kv head (lmstack's --kv-dtype int8)
+  return {"2 x L x kv_heads x (head_dim x bytes + scale) / tp",
+          fmt::format("2 x {} x {} x ({} x {} + {}) / {}", m.num_layers, m.num_kv_heads, m.head_dim,
+                      dtype_bytes(kv), scale, tp)};
 }
 
 void add_memory(const ModelShape& m, const ParamCount& p, const HardwareSpec& hw,

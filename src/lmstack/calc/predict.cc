@@ -76,10 +76,14 @@ double weight_bytes(const ParamCount& p, const std::string& dtype) {
   return static_cast<double>(p.total()) * dtype_bytes(dtype);
 }
 
+double kv_scale_bytes(const std::string& kv_dtype) { return kv_dtype == "int8" ? 4 : 0; }
+
 double kv_bytes_per_token(const ModelShape& m, const std::string& kv_dtype) {
   const double b = dtype_bytes(kv_dtype), L = static_cast<double>(m.num_layers);
-  if (m.is_mla()) return L * static_cast<double>(m.kv_lora_rank + m.qk_rope_head_dim) * b;
-  return 2 * L * static_cast<double>(m.num_kv_heads * m.head_dim) * b;
+  const double scale = kv_scale_bytes(kv_dtype);
+  if (m.is_mla()) return L * (static_cast<double>(m.kv_lora_rank + m.qk_rope_head_dim) * b + scale);
+  return 2 * L * static_cast<double>(m.num_kv_heads) *
+         (static_cast<double>(m.head_dim) * b + scale);
 }
 
 double expected_experts_touched(double experts, double top_k, double tokens) {

@@ -91,7 +91,12 @@ double activation_bytes(const ActivationShape& a);
 
 // Weight bytes of the whole model in `dtype` (dtype_bytes()).
 double weight_bytes(const ParamCount& p, const std::string& dtype);
+// Bytes of K and V per token: 2 · L · Hkv · (D · bytes + scale) (MLA: L · ((d_c + d_R) · bytes +
+// scale)), scale = kv_scale_bytes(kv_dtype).
 double kv_bytes_per_token(const ModelShape& m, const std::string& kv_dtype);
+// Bytes of quantization scale per cached row (one token, one kv head): 4 for "int8", whose
+// scale is one f32 per token per kv head as lmstack's --kv-dtype int8 stores it; 0 otherwise.
+double kv_scale_bytes(const std::string& kv_dtype);
 
 // Decode of `batch` sequences whose contexts average `context` tokens, split over `tp` GPUs.
 struct DecodeBound {

@@ -28,6 +28,7 @@ using Clock = std::chrono::steady_clock;
 
 struct BenchServeOptions {
   std::string url, model, dataset = "random", model_name, api_key, kv_memory = "256MiB";
+  std::string kv_dtype = "f32";
   int num_prompts = 64, max_concurrency = 0, input_len = 128, output_len = 64, warmup = 2;
   int shared_prefix_len = 1024, threads = 1, max_batch_tokens = 512, block_size = 16;
   double request_rate = 0;  // 0 = inf: all requests at once
@@ -303,8 +304,10 @@ Json bench_in_process(BenchServeOptions o) {
   e.scheduler.max_batch_tokens = o.max_batch_tokens;
   e.block_size = o.block_size;
   e.max_context = s.model.config.max_position;
+  e.kv_dtype = model::parse_kv_dtype(o.kv_dtype);
   e.num_blocks = model::KvCache::blocks_for_bytes(
-      s.model.config, e.block_size, static_cast<int64_t>(std::stod(o.kv_memory) * 1048576.0));
+      s.model.config, e.block_size, static_cast<int64_t>(std::stod(o.kv_memory) * 1048576.0),
+      e.kv_dtype);
   e.prefix_cache = !o.no_prefix_cache;
   e.max_waiting = 1 << 20;
   e.eos_ids = s.eos_ids;
@@ -386,6 +389,7 @@ void add_bench_serve(CLI::App& bench, std::function<int()>& runner) {
   sub->add_option("--slo-tpot-ms", o->slo_tpot_ms, "goodput: TPOT limit");
   sub->add_option("--served-model-name", o->model_name, "model id (default: from /v1/models)");
   sub->add_option("--api-key", o->api_key, "bearer key for --url");
+  add_kv_dtype_option(*sub, o->kv_dtype);
   sub->add_option("--kv-memory-mib", o->kv_memory, "--model: KV pool in MiB")
       ->capture_default_str();
   sub->add_option("--max-batch-tokens", o->max_batch_tokens, "--model: token budget per step");

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <random>
 
+#include "lmstack/calc/model_shape.h"
+#include "lmstack/calc/predict.h"
 #include "lmstack/cli/bench_comm.h"
 #include "lmstack/cli/bench_serve.h"
 #include "lmstack/cli/bench_tokenizer.h"
@@ -18,7 +20,7 @@ namespace lmstack::cli {
 namespace {
 
 struct BenchModelOptions {
-  std::string model, machine;
+  std::string model, machine, kv_dtype = "f32";
   int batch = 1, ctx = 0, threads = 1, repeats = 5, steps = 16;
   bool json = false;
 };
@@ -47,7 +49,8 @@ BenchSetup make_setup(const BenchModelOptions& o, int tokens_per_seq) {
                               c.max_position);
   b.decoder = std::make_unique<model::Decoder>(c, b.session.model.weights, *b.pool);
   b.blocks_per_seq = (tokens_per_seq + b.block_size - 1) / b.block_size;
-  b.cache = std::make_unique<model::KvCache>(c, int64_t{b.blocks_per_seq} * o.batch, b.block_size);
+  b.cache = std::make_unique<model::KvCache>(c, int64_t{b.blocks_per_seq} * o.batch, b.block_size,
+                                             model::parse_kv_dtype(o.kv_dtype));
   return b;
 }
 
@@ -127,8 +130,13 @@ int run_decode(const BenchModelOptions& o) {
   }
   const double sec = median(step_times);
   const double tok_s = o.batch / sec;
-  const DecodeTraffic traffic =
-      decode_traffic(c, b.session.model.weights, ctx + o.steps / 2.0, o.batch);
+  const DecodeTraffic traffic = decode_traffic(c, b.session.model.weights, ctx + o.steps / 2.0,
+                                               o.batch, -1, b.cache->dtype());
+  // KV bytes per token: held by the pool (ledger bytes over its token slots) against calc.
+  const double kv_per_token = static_cast<double>(b.cache->bytes()) /
+                              static_cast<double>(b.cache->num_blocks() * b.cache->block_size());
+  const double kv_per_token_calc = calc::kv_bytes_per_token(
+      calc::ModelShape::from_hf_config(c.to_json(), b.session.model.path), o.kv_dtype);
   const double gbs = (traffic.weight_bytes + traffic.kv_bytes) / sec / 1e9;
   const MachineReport m = machine_report(o.machine, o.threads);
   const double llc = m.caches.empty() ? 0 : static_cast<double>(m.caches.back().bytes);
@@ -144,16 +152,21 @@ int run_decode(const BenchModelOptions& o) {
        {"tok_s", tok_s},
        {"weight_bytes", traffic.weight_bytes},
        {"kv_bytes", traffic.kv_bytes},
+       {"kv_dtype", o.kv_dtype},
+       {"kv_bytes_per_token", kv_per_token},
+       {"kv_bytes_per_token_calc", kv_per_token_calc},
        {"gbs", gbs},
        {"dram_read_gbs", m.dram_read_gbs},
        {"llc_read_gbs", m.llc_read_gbs},
        {"fits_llc", in_llc},
        {"fraction_of_roofline", gbs / roof}},
       fmt::format("decode batch {} at ctx {}: {:.2f} tok/s, step {:.2f} ms, reads {:.1f} MB "
-                  "= {:.1f} GB/s = {:.1f}% of {} {:.1f} GB/s (median of {} steps, {} threads)",
+                  "= {:.1f} GB/s = {:.1f}% of {} {:.1f} GB/s (median of {} steps, {} threads)\n"
+                  "KV cache {}: {:.0f} B/token held, calc {:.0f} B/token (ratio {:.3f})",
                   o.batch, ctx, tok_s, sec * 1e3, (traffic.weight_bytes + traffic.kv_bytes) / 1e6,
                   gbs, 100 * gbs / roof, in_llc ? "LLC-resident read" : "DRAM read", roof, o.steps,
-                  o.threads));
+                  o.threads, o.kv_dtype, kv_per_token, kv_per_token_calc,
+                  kv_per_token / kv_per_token_calc));
   return 0;
 }
 
@@ -165,6 +178,7 @@ void add_model_bench(CLI::App& bench, const char* name, const char* what,
   sub->add_option("--batch", o->batch, "sequences in the batch")->capture_default_str();
   sub->add_option("--ctx", o->ctx,
                   "prompt length (prefill: default 512; decode: context, default 128)");
+  add_kv_dtype_option(*sub, o->kv_dtype);
   sub->add_option("--repeats", o->repeats, "timed prefill runs (median)")->capture_default_str();
   sub->add_option("--steps", o->steps, "timed decode steps (median)")->capture_default_str();
   sub->add_option("--machine", o->machine, "doctor --json file (default: cached measurement)");
@@ -190,6 +204,7 @@ std::function<int()> setup(CLI::App& app) {
 const RegisterCommand kRegister{
     {"bench", "end-to-end benchmarks: prefill, decode, tokenizer, serve, train, comm",
      "  lmstack bench decode -m DIR --ctx 128\n"
+     "  lmstack bench decode --ctx 4096 --kv-dtype int8\n"
      "  lmstack bench prefill -m DIR --ctx 512 --json\n"
      "  lmstack bench tokenizer --tokenizer cl100k_base.tiktoken --file en.txt\n"
      "  mpirun -np 2 lmstack bench comm --max-bytes 64MiB",

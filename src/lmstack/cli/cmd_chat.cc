@@ -18,6 +18,7 @@ namespace {
 struct ChatOptions {
   std::string model, system;
   int threads = 1, ctx = 2048;
+  std::string kv_dtype = "f32";
   model::SamplingParams sampling;
 };
 
@@ -43,16 +44,17 @@ int run_chat(ChatOptions o) {
       tokenizer::ChatTemplate::parse(tokenizer::chat_template_for(s.tokenizer, false));
   ThreadPool pool(o.threads);
   o.ctx = std::min(o.ctx, s.model.config.max_position);
-  model::Generator gen(s.model.config, s.model.weights, pool, o.ctx);
+  model::Generator gen(s.model.config, s.model.weights, pool, o.ctx, 16,
+                       model::parse_kv_dtype(o.kv_dtype));
   Json messages = Json::array();
   if (!o.system.empty()) messages.push_back({{"role", "system"}, {"content", o.system}});
   const Json initial = messages;
   ChatStats stats;
   install_interrupt_handler();
   std::printf(
-      "lmstack chat: %s (%d-token context). /reset, /stats, Ctrl-C stops a reply, "
+      "lmstack chat: %s (%d-token context, %s KV). /reset, /stats, Ctrl-C stops a reply, "
       "Ctrl-D quits.\n",
-      s.model.path.c_str(), o.ctx);
+      s.model.path.c_str(), o.ctx, o.kv_dtype.c_str());
   std::string line;
   while (true) {
     std::printf("> ");
@@ -111,6 +113,7 @@ std::function<int()> setup(CLI::App& app) {
   add_model_option(app, o->model);
   app.add_option("--system", o->system, "system prompt");
   app.add_option("--ctx", o->ctx, "context window in tokens")->capture_default_str();
+  add_kv_dtype_option(app, o->kv_dtype);
   app.add_option("--max-tokens", o->sampling.max_tokens, "reply length limit")
       ->capture_default_str();
   app.add_option("--temperature", o->sampling.temperature, "0 = greedy")->capture_default_str();

@@ -20,6 +20,7 @@ namespace {
 
 struct GenerateOptions {
   std::string model, prompt = "Once upon a time", dump_logits, machine, metrics_out;
+  std::string kv_dtype = "f32";
   bool chat = false, json = false, trace = false;
   int threads = 1, ctx = 0, tp = 1;
   model::SamplingParams sampling;
@@ -45,7 +46,8 @@ int run_generate(const GenerateOptions& o) {
   ThreadPool pool(o.threads);
   const std::vector<int32_t> prompt = encode_prompt(s, o.prompt, o.chat);
   const int ctx = o.ctx > 0 ? o.ctx : static_cast<int>(prompt.size()) + o.sampling.max_tokens;
-  model::Generator gen(s.model.config, s.model.weights, pool, ctx);
+  model::Generator gen(s.model.config, s.model.weights, pool, ctx, 16,
+                       model::parse_kv_dtype(o.kv_dtype));
   gen.set_tensor_parallel(tp.group);
   print_tp_rank_bytes(tp, s.model.weights.bytes(), gen.kv_cache_bytes());
   // Under --tp every rank runs the same steps; only rank 0 prints.
@@ -97,6 +99,7 @@ std::function<int()> setup(CLI::App& app) {
   app.add_flag("--chat", o->chat, "wrap the prompt in the model's chat template");
   add_sampling_options(app, o->sampling);
   app.add_option("--ctx", o->ctx, "KV cache capacity in tokens (default: prompt + max-tokens)");
+  add_kv_dtype_option(app, o->kv_dtype);
   app.add_flag("--json", o->json, "print the result and statistics as JSON");
   app.add_option(
       "--dump-logits", o->dump_logits,
@@ -118,6 +121,7 @@ const RegisterCommand kRegister{
      "  lmstack generate --prompt 'The capital of France is' --max-tokens 32\n"
      "  lmstack generate -m DIR --chat -p 'Write a haiku' --temperature 0.7 --seed 1\n"
      "  lmstack generate -m DIR -p 'Hello' --temperature 0 --dump-logits logits.npy --trace\n"
+     "  lmstack generate -p 'Once upon a time' --max-tokens 64 --kv-dtype int8\n"
      "  mpirun -np 2 lmstack generate -m DIR -p 'Hello' --temperature 0 --tp 2",
      setup}};
 

@@ -15,7 +15,7 @@ namespace lmstack::cli {
 namespace {
 
 struct PerplexityOptions {
-  std::string model, file;
+  std::string model, file, kv_dtype = "f32";
   int ctx = 256, threads = 1, max_windows = 0;
   bool json = false;
 };
@@ -54,7 +54,10 @@ int run_perplexity(const PerplexityOptions& o) {
   ThreadPool pool(o.threads);
   const int block_size = 16;
   model::Decoder dec(s.model.config, s.model.weights, pool);
-  model::KvCache cache(s.model.config, (o.ctx + block_size - 1) / block_size, block_size);
+  // Every window's attention reads its K/V back from the cache, so the score reflects the
+  // --kv-dtype rounding (prefill included).
+  model::KvCache cache(s.model.config, (o.ctx + block_size - 1) / block_size, block_size,
+                       model::parse_kv_dtype(o.kv_dtype));
   double nll = 0;
   int64_t scored = 0, windows = 0;
   Timer timer;
@@ -80,14 +83,15 @@ int run_perplexity(const PerplexityOptions& o) {
                              {"tokens_scored", scored},
                              {"windows", windows},
                              {"ctx", o.ctx},
+                             {"kv_dtype", o.kv_dtype},
                              {"tok_s", static_cast<double>(scored) / secs}}
                             .dump(2)
                             .c_str());
   } else {
     std::fprintf(stderr, "\n");
-    std::printf("perplexity %.4f over %lld tokens (%lld windows of <= %d), %.1f tok/s\n", ppl,
-                static_cast<long long>(scored), static_cast<long long>(windows), o.ctx,
-                static_cast<double>(scored) / secs);
+    std::printf("perplexity %.4f over %lld tokens (%lld windows of <= %d, %s KV), %.1f tok/s\n",
+                ppl, static_cast<long long>(scored), static_cast<long long>(windows), o.ctx,
+                o.kv_dtype.c_str(), static_cast<double>(scored) / secs);
   }
   return 0;
 }
@@ -97,6 +101,7 @@ std::function<int()> setup(CLI::App& app) {
   add_model_option(app, o->model);
   app.add_option("-f,--file", o->file, "text file to score")->required();
   app.add_option("--ctx", o->ctx, "tokens per window")->capture_default_str();
+  add_kv_dtype_option(app, o->kv_dtype);
   app.add_option("--max-windows", o->max_windows, "stop after this many windows (0 = all)");
   app.add_flag("--json", o->json, "print the result as JSON");
   add_threads_option(app, o->threads);
@@ -105,7 +110,8 @@ std::function<int()> setup(CLI::App& app) {
 
 const RegisterCommand kRegister{{"perplexity", "token-level perplexity of a text file",
                                  "  lmstack perplexity -m DIR --file wiki.txt --ctx 512\n"
-                                 "  lmstack perplexity --file held_out.txt --json",
+                                 "  lmstack perplexity --file held_out.txt --json\n"
+                                 "  lmstack perplexity --file held_out.txt --kv-dtype int8",
                                  setup}};
 
 }  // namespace

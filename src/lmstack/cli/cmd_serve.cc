@@ -30,7 +30,7 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080, threads = 1, max_batch_tokens = 512, max_num_seqs = 256, block_size = 16;
   int max_queue = 1024, max_model_len = 0, http_workers = 0, max_connections = 4096, tp = 1;
-  std::string max_body = "16MiB";
+  std::string max_body = "16MiB", kv_dtype = "f32";
   double kv_fraction = 0, read_timeout = 30, shutdown_grace = 5;
   bool no_prefix_cache = false, dry_run = false;
 };
@@ -94,13 +94,13 @@ void print_memory(const serve::Engine& engine, const ModelSession& s, const Serv
   const int64_t blocks = engine.kv_cache().num_blocks();
   const int64_t tokens = blocks * o.block_size;
   const calc::ModelShape shape = calc::ModelShape::from_hf_config(c.to_json(), s.model.path);
-  const double calc_per_token = calc::kv_bytes_per_token(shape, "f32");
+  const double calc_per_token = calc::kv_bytes_per_token(shape, o.kv_dtype);
   std::printf(
-      "KV cache: %lld blocks x %d tokens = %lld tokens, %s; max concurrency for %d-token "
+      "KV cache (%s): %lld blocks x %d tokens = %lld tokens, %s; max concurrency for %d-token "
       "requests: %.2f\n",
-      static_cast<long long>(blocks), o.block_size, static_cast<long long>(tokens),
-      mib(static_cast<double>(engine.kv_cache().bytes())).c_str(), engine.max_context(),
-      static_cast<double>(tokens) / engine.max_context());
+      o.kv_dtype.c_str(), static_cast<long long>(blocks), o.block_size,
+      static_cast<long long>(tokens), mib(static_cast<double>(engine.kv_cache().bytes())).c_str(),
+      engine.max_context(), static_cast<double>(tokens) / engine.max_context());
   std::printf("  calc predicts %.0f bytes/token -> %s for %lld tokens (measured/predicted %.3f)\n",
               calc_per_token, mib(calc_per_token * static_cast<double>(tokens)).c_str(),
               static_cast<long long>(tokens),
@@ -137,9 +137,11 @@ serve::EngineOptions engine_options(const ServeOptions& o, const ModelSession& s
   e.scheduler.max_num_seqs = o.max_num_seqs;
   e.block_size = o.block_size;
   e.max_context = o.max_model_len > 0 ? std::min(o.max_model_len, c.max_position) : c.max_position;
-  const int64_t per_token = model::KvCache::bytes_per_token(c);
-  e.num_blocks = model::KvCache::blocks_for_bytes(c, o.block_size,
-                                                  kv_budget_bytes(o, per_token, e.max_context));
+  // The same byte budget holds 2x (bf16) or ~4x (int8) the f32 blocks.
+  e.kv_dtype = model::parse_kv_dtype(o.kv_dtype);
+  const int64_t per_token = model::KvCache::bytes_per_token(c, e.kv_dtype);
+  e.num_blocks = model::KvCache::blocks_for_bytes(
+      c, o.block_size, kv_budget_bytes(o, per_token, e.max_context), e.kv_dtype);
   if (e.num_blocks < 1)
     throw_error<RequestError>("--kv-memory: too small for one block of {} tokens ({} bytes)",
                               o.block_size, per_token * o.block_size);
@@ -188,7 +190,7 @@ int follow_tensor_parallel(const ModelSession& s, const TpSession& tp, ThreadPoo
                            const serve::EngineOptions& e) {
   model::Decoder decoder(s.model.config, s.model.weights, pool);
   decoder.set_tensor_parallel(tp.group);
-  model::KvCache kv(s.model.config, e.num_blocks, e.block_size);
+  model::KvCache kv(s.model.config, e.num_blocks, e.block_size, e.kv_dtype);
   print_tp_rank_bytes(tp, s.model.weights.bytes(), kv.bytes());
   const int64_t forwards = model::tp_follow(decoder, kv, tp.group);
   std::fprintf(stderr, "tp rank %d: stopped after %lld forwards\n", tp.rank,
@@ -261,6 +263,7 @@ std::function<int()> setup(CLI::App& app) {
   app.add_option("--max-num-seqs", o->max_num_seqs, "running sequences at most")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
+  add_kv_dtype_option(app, o->kv_dtype);
   auto* mem = app.add_option("--kv-memory", o->kv_memory, "KV pool size (e.g. 512MiB, 2G)");
   app.add_option("--kv-fraction", o->kv_fraction, "KV pool as a fraction of available memory")
       ->check(CLI::Range(0.0, 0.95))

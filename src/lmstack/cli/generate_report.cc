@@ -50,7 +50,8 @@ GenerateReport make_generate_report(const ModelSession& s, const model::Generato
   // MoE: the experts the decode steps actually read, per step.
   const double expert_bytes =
       c.moe.enabled() && steps > 0 ? static_cast<double>(r.decode_expert_bytes) / steps : -1;
-  const DecodeTraffic t = decode_traffic(c, s.model.weights, mean_ctx, 1, expert_bytes);
+  const DecodeTraffic t =
+      decode_traffic(c, s.model.weights, mean_ctx, 1, expert_bytes, gen.kv_dtype());
   g.decode_bytes_per_token = t.weight_bytes + t.kv_bytes;
   g.decode_weight_bytes = t.weight_bytes;
   g.decode_weight_predicted = predicted_decode_weight_bytes(c, s.model.weights, s.model.path);
@@ -64,11 +65,13 @@ GenerateReport make_generate_report(const ModelSession& s, const model::Generato
   g.weights_dtype = dtype_of(s.model.weights);
   g.weights_bytes = static_cast<double>(memory_snapshot().held(MemoryCategory::kWeights));
   g.kv_bytes = static_cast<double>(gen.kv_cache_bytes());
-  g.kv_context = gen.max_context();
+  // What was allocated (whole blocks), as run metrics' `context` means and calc check prices.
+  g.kv_context = gen.kv_capacity_tokens();
   const calc::ModelShape shape = calc::ModelShape::from_hf_config(c.to_json(), s.model.path);
   g.weights_predicted = predicted_weight_bytes(c, s.model.weights, s.model.path);
   // The cache is allocated in whole blocks: predict for the rounded-up capacity.
-  g.kv_predicted = calc::kv_bytes_per_token(shape, "f32") * gen.kv_capacity_tokens();
+  g.kv_dtype = model::kv_dtype_name(gen.kv_dtype());
+  g.kv_predicted = calc::kv_bytes_per_token(shape, g.kv_dtype) * gen.kv_capacity_tokens();
   return g;
 }
 
@@ -95,8 +98,9 @@ void print_generate_report(const GenerateReport& r) {
   std::printf("weights  %8.1f MB held (%s), calc predicts %.1f MB: ratio %.3f\n",
               r.weights_bytes / 1e6, r.weights_dtype.c_str(), r.weights_predicted / 1e6,
               r.weights_bytes / r.weights_predicted);
-  std::printf("KV cache %8.1f MB held (%d tokens, f32), calc predicts %.1f MB: ratio %.3f\n",
-              r.kv_bytes / 1e6, r.kv_context, r.kv_predicted / 1e6, r.kv_bytes / r.kv_predicted);
+  std::printf("KV cache %8.1f MB held (%d tokens, %s), calc predicts %.1f MB: ratio %.3f\n",
+              r.kv_bytes / 1e6, r.kv_context, r.kv_dtype.c_str(), r.kv_predicted / 1e6,
+              r.kv_bytes / r.kv_predicted);
 }
 
 Json generate_report_json(const GenerateReport& r, const model::GenerateResult& result) {
@@ -114,6 +118,7 @@ Json generate_report_json(const GenerateReport& r, const model::GenerateResult& 
           {"prefill_fraction_of_peak", r.prefill_gflops / r.peak_gflops},
           {"weights_bytes", r.weights_bytes},
           {"weights_bytes_predicted", r.weights_predicted},
+          {"kv_dtype", r.kv_dtype},
           {"kv_cache_bytes", r.kv_bytes},
           {"kv_cache_bytes_predicted", r.kv_predicted},
           {"decode_weight_bytes_per_token", r.decode_weight_bytes},
@@ -127,7 +132,7 @@ void write_run_metrics_file(const std::string& path, const ModelSession& s,
             {"model", s.model.config.to_json()},
             {"setup",
              {{"dtype", r.weights_dtype},
-              {"kv_dtype", "f32"},
+              {"kv_dtype", r.kv_dtype},
               {"batch", 1},
               {"prompt_tokens", r.prompt_tokens},
               {"generated_tokens", r.generated_tokens},

@@ -26,6 +26,7 @@ struct GenerateReport {
   double decode_weight_bytes = 0, decode_weight_predicted = 0;
   bool moe = false;
   std::string weights_dtype, finish_reason;
+  std::string kv_dtype = "f32";  // f32 | bf16 | int8 (--kv-dtype)
   int kv_context = 0;
 };
 

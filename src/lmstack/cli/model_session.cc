@@ -34,6 +34,14 @@ void add_model_option(CLI::App& app, std::string& model_dir) {
                  "Hugging Face model directory (default: the built-in model, if present)");
 }
 
+void add_kv_dtype_option(CLI::App& app, std::string& kv_dtype) {
+  app.add_option("--kv-dtype", kv_dtype,
+                 "KV cache element type: f32, bf16 (half the bytes) or int8 (a quarter, plus one "
+                 "f32 scale per token per kv head)")
+      ->check(CLI::IsMember({"f32", "bf16", "int8"}))
+      ->capture_default_str();
+}
+
 ModelSession load_session(const std::string& dir_arg) {
   const std::string dir = dir_arg.empty() ? default_model_dir() : dir_arg;
   if (dir.empty())
@@ -95,7 +103,7 @@ double all_expert_bytes(const model::ModelWeights& w) {
 }  // namespace
 
 DecodeTraffic decode_traffic(const model::ModelConfig& c, const model::ModelWeights& w,
-                             double context, double batch, double expert_bytes) {
+                             double context, double batch, double expert_bytes, DType kv_dtype) {
   DecodeTraffic t;
   // All weights except the embedding table (only B rows of it are read), unless it doubles
   // as the lm_head (tied), which reads it whole.
@@ -111,7 +119,7 @@ DecodeTraffic decode_traffic(const model::ModelConfig& c, const model::ModelWeig
                           ? expert_bytes
                           : all * calc::expected_experts_touched(e, c.moe.top_k, batch) / e;
   }
-  t.kv_bytes = static_cast<double>(model::KvCache::bytes_per_token(c)) * context * batch;
+  t.kv_bytes = static_cast<double>(model::KvCache::bytes_per_token(c, kv_dtype)) * context * batch;
   return t;
 }
 

@@ -43,8 +43,10 @@ struct DecodeTraffic {
   double weight_bytes = 0;
   double kv_bytes = 0;
 };
+// The KV is priced in `kv_dtype` (KvCache::bytes_per_token: int8 scales included).
 DecodeTraffic decode_traffic(const model::ModelConfig& c, const model::ModelWeights& w,
-                             double context, double batch, double expert_bytes = -1);
+                             double context, double batch, double expert_bytes = -1,
+                             DType kv_dtype = DType::kF32);
 // calc's weight bytes one decode token reads: its active parameters (top-k of the routed
 // experts, every other weight, not the untied embedding table) priced as
 // predicted_weight_bytes prices them.
@@ -62,5 +64,9 @@ double predicted_weight_bytes(const model::ModelConfig& c, const model::ModelWei
 double forward_flops_per_token(const model::ModelConfig& c, double context);
 
 void add_model_option(CLI::App& app, std::string& model_dir);
+// --kv-dtype f32|bf16|int8: the KV cache's element type (model/kv_cache.h), shared by
+// generate, chat, perplexity, serve and bench decode. Parse the value with
+// model::parse_kv_dtype.
+void add_kv_dtype_option(CLI::App& app, std::string& kv_dtype);
 
 }  // namespace lmstack::cli

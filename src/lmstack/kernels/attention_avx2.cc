@@ -203,4 +203,37 @@ void attention_accumulate_avx2(float* o, const float* alpha, const float* p, int
   if (r < rows) accumulate_rows<1>(o + r * d, alpha + r, p + r * ld_p, ld_p, v, n, d);
 }
 
+// bf16 -> f32 is a 16-bit left shift of each lane; int8 widens to int32, then one f32
+// multiply by the row's scale. Whole vectors of 8, then the tail element by element (AVX2
+// has no masked 16- or 8-bit loads), with the same single rounding.
+void kv_load_bf16_avx2(float* dst, const uint16_t* const* rows, int n, int d) {
+  for (int j = 0; j < n; ++j, dst += d) {
+    const uint16_t* src = rows[j];
+    int e = 0;
+    for (; e + 8 <= d; e += 8) {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + e));
+      const __m256i wide = _mm256_cvtepu16_epi32(h);
+      _mm256_storeu_ps(dst + e, _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16)));
+    }
+    for (; e < d; ++e) {
+      const uint32_t bits = static_cast<uint32_t>(src[e]) << 16;
+      __builtin_memcpy(dst + e, &bits, sizeof(float));
+    }
+  }
+}
+
+void kv_load_i8_avx2(float* dst, const int8_t* const* rows, const float* scales, int n, int d) {
+  for (int j = 0; j < n; ++j, dst += d) {
+    const int8_t* q = rows[j];
+    const float scale = scales[j];
+    const __m256 vs = _mm256_set1_ps(scale);
+    int e = 0;
+    for (; e + 8 <= d; e += 8) {
+      const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + e));
+      _mm256_storeu_ps(dst + e, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), vs));
+    }
+    for (; e < d; ++e) dst[e] = static_cast<float>(q[e]) * scale;
+  }
+}
+
 }  // namespace lmstack::kernels

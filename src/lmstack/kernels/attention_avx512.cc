@@ -185,4 +185,26 @@ void attention_accumulate_avx512(float* o, const float* alpha, const float* p, i
   if (rows - r == 1) accumulate_rows<1>(o + r * d, alpha + r, p + r * ld_p, ld_p, v, n, d);
 }
 
+// bf16 -> f32 is a 16-bit left shift of each lane; int8 widens to int32, then one f32
+// multiply by the row's scale. Masked loads for the tail, as the loops above.
+void kv_load_bf16_avx512(float* dst, const uint16_t* const* rows, int n, int d) {
+  for (int j = 0; j < n; ++j, dst += d)
+    for (int e = 0; e < d; e += 16) {
+      const __mmask16 m = mask_for(d - e);
+      const __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, rows[j] + e));
+      _mm512_mask_storeu_ps(dst + e, m, _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16)));
+    }
+}
+
+void kv_load_i8_avx512(float* dst, const int8_t* const* rows, const float* scales, int n, int d) {
+  for (int j = 0; j < n; ++j, dst += d) {
+    const __m512 vs = _mm512_set1_ps(scales[j]);
+    for (int e = 0; e < d; e += 16) {
+      const __mmask16 m = mask_for(d - e);
+      const __m512i wide = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, rows[j] + e));
+      _mm512_mask_storeu_ps(dst + e, m, _mm512_mul_ps(_mm512_cvtepi32_ps(wide), vs));
+    }
+  }
+}
+
 }  // namespace lmstack::kernels

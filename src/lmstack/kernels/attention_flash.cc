@@ -8,11 +8,14 @@
 //  - When there are too few items to occupy the threads (decode), each tile's context is cut
 //    into slices that produce partial (max, sum, unnormalized output), merged afterwards
 //    (flash-decoding, Dao et al. 2023): O = Σ_s e^(m_s - M)·O_s / Σ_s e^(m_s - M)·l_s.
+//  - bf16 and int8 pools (PagedKv::dtype) are widened chunk by chunk into the tile's L1
+//    scratch by the leaf's loaders (gather_chunk); the leaves themselves only see f32 rows.
 // Legend: T query rows, H query heads, Hkv kv heads, G = H / Hkv, D head dim.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "lmstack/core/error.h"
@@ -67,7 +70,7 @@ struct Scratch {
   }
 };
 
-// Copies the chunk's K and V rows into contiguous buffers and points kp/vp there. Tiles of
+// Copies the chunk's f32 K and V rows into contiguous buffers and points kp/vp there. Tiles of
 // more than one row group re-read every row; in the pool, rows of one kv head are Hkv·D
 // floats apart, which for Hkv·D·4 = 4096 bytes puts all of them in one L1 set.
 void pack_chunk(int n, int d, const float** kp, const float** vp, float* k_pack, float* v_pack) {
@@ -84,31 +87,76 @@ int64_t first_position(const AttentionBatch& b, int s) {
   return b.context_len[s] - (b.query_start[s + 1] - b.query_start[s]);
 }
 
-// Pointers to the K and V rows of kv head `kvh` for context positions [j0, j0 + n).
-void gather_chunk(const PagedKv& kv, const int32_t* blocks, int kvh, int64_t j0, int n,
-                  const float** kp, const float** vp) {
-  for (int j = 0; j < n; ++j) {
-    const int64_t pos = j0 + j;
-    const int64_t slot = int64_t{blocks[pos / kv.block_size]} * kv.block_size + pos % kv.block_size;
-    const int64_t offset = (slot * kv.kv_heads + kvh) * kv.head_dim;
-    kp[j] = kv.k + offset;
-    vp[j] = kv.v + offset;
-  }
+// Bytes of one stored value: 4 (f32), 2 (bf16) or 1 (int8; its scale lives apart).
+int64_t value_bytes(DType t) { return t == DType::kF32 ? 4 : t == DType::kBF16 ? 2 : 1; }
+
+// Element index of the row of kv head `kvh` at context position `pos` in [blocks, bs, Hkv].
+int64_t row_index(const PagedKv& kv, const int32_t* blocks, int kvh, int64_t pos) {
+  const int64_t slot = int64_t{blocks[pos / kv.block_size]} * kv.block_size + pos % kv.block_size;
+  return slot * kv.kv_heads + kvh;
 }
 
-// Asks for the K and V rows of positions [j0, j0 + n) ahead of use. Rows of one kv head are
-// Hkv·D floats apart (often a page), a stride the hardware prefetchers do not follow.
+// Points kp/vp at the f32 K and V rows of kv head `kvh` for context positions [j0, j0 + n).
+// An f32 pool is read in place (returns false); a bf16 or int8 pool is widened into
+// k_pack/v_pack, one chunk of kChunk x D floats that stays in L1 (returns true): the pool
+// itself is never converted, so a step reads 2 (bf16) or ~1 (int8) bytes per cached value.
+bool gather_chunk(const AttentionLeaf& leaf, const PagedKv& kv, const int32_t* blocks, int kvh,
+                  int64_t j0, int n, const float** kp, const float** vp, float* k_pack,
+                  float* v_pack) {
+  const int d = kv.head_dim;
+  if (kv.dtype == DType::kF32) {
+    for (int j = 0; j < n; ++j) {
+      const int64_t row = row_index(kv, blocks, kvh, j0 + j);
+      kp[j] = static_cast<const float*>(kv.k) + row * d;
+      vp[j] = static_cast<const float*>(kv.v) + row * d;
+    }
+    return false;
+  }
+  // One loader call per chunk for K and one for V (not per row).
+  const auto widen = [&]<class T>(const T*) {
+    const T* krows[kChunk];
+    const T* vrows[kChunk];
+    float kscale[kChunk], vscale[kChunk];
+    for (int j = 0; j < n; ++j) {
+      const int64_t row = row_index(kv, blocks, kvh, j0 + j);
+      krows[j] = static_cast<const T*>(kv.k) + row * d;
+      vrows[j] = static_cast<const T*>(kv.v) + row * d;
+      if constexpr (std::is_same_v<T, int8_t>)
+        kscale[j] = kv.k_scale[row], vscale[j] = kv.v_scale[row];
+      kp[j] = k_pack + static_cast<size_t>(j) * d;
+      vp[j] = v_pack + static_cast<size_t>(j) * d;
+    }
+    if constexpr (std::is_same_v<T, int8_t>) {
+      leaf.load_i8(k_pack, krows, kscale, n, d);
+      leaf.load_i8(v_pack, vrows, vscale, n, d);
+    } else {
+      leaf.load_bf16(k_pack, krows, n, d);
+      leaf.load_bf16(v_pack, vrows, n, d);
+    }
+  };
+  if (kv.dtype == DType::kBF16)
+    widen(static_cast<const uint16_t*>(nullptr));
+  else
+    widen(static_cast<const int8_t*>(nullptr));
+  return true;
+}
+
+// Asks for the K and V rows (and int8 scales) of positions [j0, j0 + n) ahead of use. Rows of
+// one kv head are Hkv·D values apart (often a page), a stride the hardware prefetchers do not
+// follow.
 void prefetch_chunk(const PagedKv& kv, const int32_t* blocks, int kvh, int64_t j0, int n) {
-  const int64_t row_bytes = int64_t{kv.head_dim} * sizeof(float);
+  const int64_t row_bytes = int64_t{kv.head_dim} * value_bytes(kv.dtype);
   for (int j = 0; j < n; ++j) {
-    const int64_t pos = j0 + j;
-    const int64_t slot = int64_t{blocks[pos / kv.block_size]} * kv.block_size + pos % kv.block_size;
-    const int64_t offset = (slot * kv.kv_heads + kvh) * kv.head_dim;
-    const char* k = reinterpret_cast<const char*>(kv.k + offset);
-    const char* v = reinterpret_cast<const char*>(kv.v + offset);
+    const int64_t offset = row_index(kv, blocks, kvh, j0 + j) * row_bytes;
+    const char* k = static_cast<const char*>(kv.k) + offset;
+    const char* v = static_cast<const char*>(kv.v) + offset;
     for (int64_t line = 0; line < row_bytes; line += 64) {
       __builtin_prefetch(k + line, 0, 2);
       __builtin_prefetch(v + line, 0, 2);
+    }
+    if (kv.dtype == DType::kI8) {
+      __builtin_prefetch(kv.k_scale + offset / row_bytes, 0, 2);
+      __builtin_prefetch(kv.v_scale + offset / row_bytes, 0, 2);
     }
   }
 }
@@ -133,13 +181,14 @@ void run_item(const AttentionLeaf& leaf, const Problem& p, const WorkItem& it, S
   const float* vp[kChunk];
   for (int64_t j0 = it.key_begin; j0 < it.key_end; j0 += kChunk) {
     const int n = static_cast<int>(std::min<int64_t>(kChunk, it.key_end - j0));
-    gather_chunk(*p.kv, blocks, it.kv_head, j0, n, kp, vp);
+    const bool packed =
+        gather_chunk(leaf, *p.kv, blocks, it.kv_head, j0, n, kp, vp, sc.k_pack, sc.v_pack);
     if (j0 + kChunk < it.key_end)
       prefetch_chunk(*p.kv, blocks, it.kv_head, j0 + kChunk,
                      static_cast<int>(std::min<int64_t>(kChunk, it.key_end - j0 - kChunk)));
     // Rows before r0 sit at positions < j0: the whole chunk is in their future.
     const int r0 = static_cast<int>(std::max<int64_t>(0, j0 - pos0)) * g;
-    if (rows - r0 > kPackRows) pack_chunk(n, d, kp, vp, sc.k_pack, sc.v_pack);
+    if (!packed && rows - r0 > kPackRows) pack_chunk(n, d, kp, vp, sc.k_pack, sc.v_pack);
     leaf.scores(sc.s + r0 * kChunk, kChunk, sc.q + r0 * d, rows - r0, kp, n, d);
     for (int r = r0; r < rows; ++r) {
       const int64_t pos = pos0 + r / g;
@@ -254,6 +303,9 @@ int64_t plan_items(const Problem& p, int num_threads, std::vector<WorkItem>& ite
 }
 
 void check_batch(const PagedKv& kv, const AttentionBatch& b, int heads) {
+  LMSTACK_CHECK(is_kv_dtype(kv.dtype), "KV cache dtype {}", dtype_name(kv.dtype));
+  LMSTACK_CHECK(kv.dtype != DType::kI8 || (kv.k_scale != nullptr && kv.v_scale != nullptr),
+                "int8 KV pool without scales");
   LMSTACK_CHECK(kv.kv_heads > 0 && heads % kv.kv_heads == 0, "heads {} kv_heads {}", heads,
                 kv.kv_heads);
   for (int s = 0; s < b.num_seqs; ++s) {

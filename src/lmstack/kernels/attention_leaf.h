@@ -22,6 +22,11 @@ struct AttentionLeaf {
   // o[r·D + e] = alpha[r]·o[r·D + e] + Σ_j p[r·ld_p + j]·v[j][e] for r < rows, j < n.
   void (*accumulate)(float* o, const float* alpha, const float* p, int64_t ld_p, int rows,
                      const float* const* v, int n, int d);
+  // n KV rows of a bf16 or int8 pool widened to f32 for the loops above, into dst[n, d]:
+  // dst[j·d + e] = bf16 rows[j][e] (exact), or float(rows[j][e]) · scales[j] (one rounding,
+  // the arithmetic of kv_read_row, so every variant sees the reference's values).
+  void (*load_bf16)(float* dst, const uint16_t* const* rows, int n, int d);
+  void (*load_i8)(float* dst, const int8_t* const* rows, const float* scales, int n, int d);
 };
 
 void attention_scores_avx512(float* s, int64_t ld_s, const float* q, int rows,
@@ -30,10 +35,16 @@ float attention_softmax_row_avx512(float* s, int n_valid, int n, float* m, float
 void attention_accumulate_avx512(float* o, const float* alpha, const float* p, int64_t ld_p,
                                  int rows, const float* const* v, int n, int d);
 
+void kv_load_bf16_avx512(float* dst, const uint16_t* const* rows, int n, int d);
+void kv_load_i8_avx512(float* dst, const int8_t* const* rows, const float* scales, int n, int d);
+
 void attention_scores_avx2(float* s, int64_t ld_s, const float* q, int rows, const float* const* k,
                            int n, int d);
 float attention_softmax_row_avx2(float* s, int n_valid, int n, float* m, float* l);
 void attention_accumulate_avx2(float* o, const float* alpha, const float* p, int64_t ld_p, int rows,
                                const float* const* v, int n, int d);
+
+void kv_load_bf16_avx2(float* dst, const uint16_t* const* rows, int n, int d);
+void kv_load_i8_avx2(float* dst, const int8_t* const* rows, const float* scales, int n, int d);
 
 }  // namespace lmstack::kernels

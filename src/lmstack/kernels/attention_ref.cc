@@ -1,6 +1,6 @@
 // Reference causal attention over a paged KV cache: for each sequence, query and head, gather
 // the keys at positions <= the query's position (and inside batch.window when it is set)
-// through the block table, softmax the scaled
+// through the block table (dequantized to f32 by kv_read_row), softmax the scaled
 // scores (in double) and average the values. One thread, no tiling: the truth that the flash
 // prefill and split-context decode variants (attention.cc) are tested against.
 // Legend: T query rows, H query heads, Hkv kv heads, D head dim.
@@ -15,13 +15,12 @@ namespace lmstack::kernels::ref {
 
 namespace {
 
-// Row of kv head `kvh` for the sequence's token at position `pos` in a [blocks, bs, Hkv, D]
-// pool.
-const float* kv_row(const float* pool, const PagedKv& kv, const int32_t* blocks, int64_t pos,
-                    int kvh) {
+// Row of kv head `kvh` for the sequence's token at position `pos`, as f32 (kv_read_row
+// dequantizes bf16 and int8 pools).
+void kv_row(float* dst, const PagedKv& kv, bool value, const int32_t* blocks, int64_t pos,
+            int kvh) {
   const int64_t block = blocks[pos / kv.block_size];
-  const int64_t row = pos % kv.block_size;
-  return pool + ((block * kv.block_size + row) * kv.kv_heads + kvh) * kv.head_dim;
+  kv_read_row(dst, kv, value, block * kv.block_size + pos % kv.block_size, kvh);
 }
 
 }  // namespace
@@ -33,6 +32,7 @@ void paged_attention(ThreadPool&, float* out, const float* q, const PagedKv& kv,
                 kv.kv_heads);
   const int group = heads / kv.kv_heads;
   std::vector<double> scores, acc(static_cast<size_t>(d));
+  std::vector<float> row(static_cast<size_t>(d));
   for (int s = 0; s < batch.num_seqs; ++s) {
     const int64_t q_begin = batch.query_start[s], q_len = batch.query_start[s + 1] - q_begin;
     const int64_t ctx = batch.context_len[s];
@@ -47,7 +47,8 @@ void paged_attention(ThreadPool&, float* out, const float* q, const PagedKv& kv,
         scores.assign(static_cast<size_t>(pos + 1), 0.0);
         double max_s = -INFINITY;
         for (int64_t j = first; j <= pos; ++j) {
-          const float* kj = kv_row(kv.k, kv, blocks, j, kvh);
+          kv_row(row.data(), kv, false, blocks, j, kvh);
+          const float* kj = row.data();
           double dot = 0;
           for (int e = 0; e < d; ++e) dot += static_cast<double>(qh[e]) * kj[e];
           scores[static_cast<size_t>(j)] = dot * scale;
@@ -58,7 +59,8 @@ void paged_attention(ThreadPool&, float* out, const float* q, const PagedKv& kv,
         for (int64_t j = first; j <= pos; ++j) {
           const double p = std::exp(scores[static_cast<size_t>(j)] - max_s);
           sum += p;
-          const float* vj = kv_row(kv.v, kv, blocks, j, kvh);
+          kv_row(row.data(), kv, true, blocks, j, kvh);
+          const float* vj = row.data();
           for (int e = 0; e < d; ++e) acc[static_cast<size_t>(e)] += p * vj[e];
         }
         float* oh = out + ((q_begin + i) * heads + h) * d;

@@ -92,20 +92,41 @@ void embedding_lookup(float* out, const Tensor& table, const int32_t* ids, int64
 
 // ---- attention over a paged KV cache --------------------------------------------------
 
-// One layer's KV pool: k and v each [num_blocks, block_size, Hkv, D] f32. A token stored
-// at slot s lives in block s / block_size, row s % block_size.
+// One layer's KV pool: k and v each [num_blocks, block_size, Hkv, D] of `dtype` (the
+// KV-cache dtype, --kv-dtype). A token stored at slot s lives in block s / block_size, row
+// s % block_size.
+//  - kF32: the values as computed.
+//  - kBF16: each value rounded to nearest even bf16 (relative error <= 2^-9).
+//  - kI8: symmetric int8 with one f32 scale per token per kv head, k_scale / v_scale
+//    [num_blocks, block_size, Hkv]: scale = absmax(row of D) / 127, q = round(x / scale) in
+//    [-127, 127], x ~= q · scale (absolute error <= scale / 2 = absmax / 254); an all-zero row
+//    has scale 0.
+// Attention reads the dtype directly (dequantizing each chunk of keys as it goes); nothing
+// converts the whole pool.
 struct PagedKv {
-  float* k = nullptr;
-  float* v = nullptr;
+  void* k = nullptr;
+  void* v = nullptr;
   int64_t num_blocks = 0;
   int block_size = 0;
   int kv_heads = 0;
   int head_dim = 0;
+  DType dtype = DType::kF32;  // kF32 | kBF16 | kI8
+  float* k_scale = nullptr;   // kI8 only
+  float* v_scale = nullptr;   // kI8 only
 };
 
-// Writes k[T, Hkv, D] and v[T, Hkv, D] to the pool at slots[t].
+// True for the dtypes a PagedKv may hold (f32, bf16, int8).
+bool is_kv_dtype(DType t);
+// Bytes one token's K (or V) row of one kv head takes: D · element size, plus the f32 scale
+// for int8.
+int64_t kv_row_bytes(DType t, int head_dim);
+
+// Writes k[T, Hkv, D] and v[T, Hkv, D] to the pool at slots[t], converting to kv.dtype
+// (bf16 round-to-nearest-even; int8 as described at PagedKv).
 void kv_write(const PagedKv& kv, const float* k, const float* v, const int32_t* slots,
               int64_t tokens);
+// Reads back the row of kv head `kvh` at `slot` as f32 (dst[D]), from K or from V.
+void kv_read_row(float* dst, const PagedKv& kv, bool value, int64_t slot, int kvh);
 
 // A flattened batch of sequences for attention. Sequence s owns query rows
 // [query_start[s], query_start[s+1]) and, after this step's kv_write, context_len[s] tokens

@@ -11,12 +11,12 @@
 namespace lmstack::model {
 
 Generator::Generator(const ModelConfig& config, const ModelWeights& weights, ThreadPool& pool,
-                     int max_context, int block_size)
+                     int max_context, int block_size, DType kv_dtype)
     : config_(config),
       decoder_(config, weights, pool),
       max_context_(max_context),
       block_size_(block_size),
-      cache_(config, (max_context + block_size - 1) / block_size, block_size) {}
+      cache_(config, (max_context + block_size - 1) / block_size, block_size, kv_dtype) {}
 
 GenerateResult Generator::generate(const std::vector<int32_t>& prompt, const SamplingParams& params,
                                    const std::vector<int32_t>& eos_ids,

@@ -49,8 +49,9 @@ class Generator {
  public:
   // Allocates a KV cache for `max_context` tokens (prompt + generated). Config and weights
   // must outlive the generator.
+  // kv_dtype: the cache's element type (KvCache; ConfigError for anything but f32/bf16/int8).
   Generator(const ModelConfig& config, const ModelWeights& weights, ThreadPool& pool,
-            int max_context, int block_size = 16);
+            int max_context, int block_size = 16, DType kv_dtype = DType::kF32);
 
   // Throws RequestError when prompt + max_tokens exceed max_context or the prompt is empty.
   // The KV of the longest prefix shared with the previous call's sequence is reused (a chat
@@ -72,6 +73,7 @@ class Generator {
   // Tokens the KV cache holds: max_context rounded up to whole blocks.
   int kv_capacity_tokens() const { return static_cast<int>(cache_.num_blocks()) * block_size_; }
   int64_t kv_cache_bytes() const { return cache_.bytes(); }
+  DType kv_dtype() const { return cache_.dtype(); }
   const Decoder& decoder() const { return decoder_; }
 
  private:

@@ -1,16 +1,20 @@
 // The paged KV cache: per layer one K pool and one V pool of fixed-size blocks
-// ([num_blocks, block_size, kv_heads, head_dim] f32), all allocated once and counted under
-// MemoryCategory::kKvCache. Which blocks a sequence owns is the caller's business (a
-// BlockPool for a single generation, serve's BlockManager for many); a token's KV lives at
-// slot = block * block_size + offset (vLLM's PagedAttention, Kwon et al. 2023). MLA models
-// (config.mla) keep one pool per layer of [c_KV, k_R] rows ([num_blocks, block_size, 1,
+// ([num_blocks, block_size, kv_heads, head_dim] of the KV dtype), all allocated once and
+// counted under MemoryCategory::kKvCache. Which blocks a sequence owns is the caller's
+// business (a BlockPool for a single generation, serve's BlockManager for many); a token's KV
+// lives at slot = block * block_size + offset (vLLM's PagedAttention, Kwon et al. 2023). MLA
+// models (config.mla) keep one pool per layer of [c_KV, k_R] rows ([num_blocks, block_size, 1,
 // kv_lora_rank + qk_rope_head_dim]); layer() then returns it as both K and V.
+// The KV dtype (--kv-dtype) is f32, bf16 or int8 with one f32 scale per token per kv head
+// (kernels::PagedKv in ops.h has the exact rounding); MLA's int8 row has one scale for the
+// whole [c_KV, k_R] row.
 //
 // Thread safety: none; the forward writes the pools while it runs.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "lmstack/core/memory.h"
@@ -19,21 +23,32 @@
 
 namespace lmstack::model {
 
+// The --kv-dtype value: "f32", "bf16" or "int8" (also "float32", "bfloat16", "i8").
+// Throws ConfigError naming --kv-dtype for anything else.
+DType parse_kv_dtype(const std::string& name);
+// "f32", "bf16" or "int8": the spelling --kv-dtype and calc use.
+std::string kv_dtype_name(DType t);
+
 class KvCache {
  public:
-  KvCache(const ModelConfig& config, int64_t num_blocks, int block_size);
+  // kv_dtype: DType::kF32, kBF16 or kI8 (ConfigError naming --kv-dtype otherwise).
+  KvCache(const ModelConfig& config, int64_t num_blocks, int block_size,
+          DType kv_dtype = DType::kF32);
 
-  // Blocks that fit in `bytes` for this model (K and V of every layer, f32).
-  static int64_t blocks_for_bytes(const ModelConfig& config, int block_size, int64_t bytes);
-  // Bytes of K and V for one token across all layers: 2 · L · Hkv · D · 4 (MLA: L · (d_c + d_R) ·
-  // 4).
-  static int64_t bytes_per_token(const ModelConfig& config);
+  // Blocks that fit in `bytes` for this model (K and V of every layer, scales included).
+  static int64_t blocks_for_bytes(const ModelConfig& config, int block_size, int64_t bytes,
+                                  DType kv_dtype = DType::kF32);
+  // Bytes of K and V for one token across all layers: 2 · L · Hkv · row, row = D · 4 (f32),
+  // D · 2 (bf16) or D + 4 (int8 values and their f32 scale); MLA: L · row with D = d_c + d_R.
+  static int64_t bytes_per_token(const ModelConfig& config, DType kv_dtype = DType::kF32);
 
   kernels::PagedKv layer(int index);
-  // Copies block `src`'s K and V rows of every layer into block `dst` (copy on write).
+  // Copies block `src`'s K and V rows (and int8 scales) of every layer into block `dst`
+  // (copy on write).
   void copy_block(int64_t src, int64_t dst);
   int64_t num_blocks() const { return num_blocks_; }
   int block_size() const { return block_size_; }
+  DType dtype() const { return dtype_; }
   int64_t bytes() const { return bytes_; }
 
  private:
@@ -41,9 +56,11 @@ class KvCache {
   int block_size_;
   int kv_heads_;
   int head_dim_;
+  DType dtype_;
   bool shared_kv_ = false;  // MLA: one pool is both K and V
   int64_t bytes_ = 0;
-  std::vector<HostBuffer> k_, v_;  // one per layer
+  // One per layer; the scale pools are empty unless dtype_ is kI8.
+  std::vector<HostBuffer> k_, v_, k_scale_, v_scale_;
 };
 
 // A free list of block ids, for a single generation (serve has a ref-counted BlockManager).

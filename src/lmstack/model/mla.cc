@@ -104,14 +104,16 @@ void expanded(ThreadPool& pool, float* out, const float* q, const ForwardBatch& 
   st.ctx.resize(static_cast<size_t>(ctx * d.r));
   st.kbuf.assign(static_cast<size_t>(ctx * d.H * d.qk), 0.0f);
   st.vbuf.assign(static_cast<size_t>(ctx * d.H * d.qk), 0.0f);
+  std::vector<float> row(static_cast<size_t>(d.cw));  // one cached [c_KV, k_R], as f32
   for (int64_t j = 0; j < ctx; ++j) {
     const int64_t slot =
         static_cast<int64_t>(table[j / kv.block_size]) * kv.block_size + j % kv.block_size;
-    std::memcpy(&st.ctx[static_cast<size_t>(j * d.r)], kv.k + slot * d.cw,
+    kernels::kv_read_row(row.data(), kv, false, slot, 0);
+    std::memcpy(&st.ctx[static_cast<size_t>(j * d.r)], row.data(),
                 static_cast<size_t>(d.r) * sizeof(float));
     for (int64_t h = 0; h < d.H; ++h)
-      std::memcpy(&st.kbuf[static_cast<size_t>((j * d.H + h) * d.qk + d.dn)],
-                  kv.k + slot * d.cw + d.r, static_cast<size_t>(d.dr) * sizeof(float));
+      std::memcpy(&st.kbuf[static_cast<size_t>((j * d.H + h) * d.qk + d.dn)], row.data() + d.r,
+                  static_cast<size_t>(d.dr) * sizeof(float));
   }
   st.kvb.resize(static_cast<size_t>(ctx * d.H * (d.dn + d.dv)));
   kernels::linear(pool, st.kvb.data(), st.ctx.data(), kv_b, ctx);

@@ -54,7 +54,7 @@ Engine::Engine(const model::ModelConfig& config, const model::ModelWeights& weig
       options_(std::move(options)),
       max_context_(options_.max_context > 0 ? options_.max_context : config.max_position),
       decoder_(config, weights, pool),
-      kv_(config, options_.num_blocks, options_.block_size),
+      kv_(config, options_.num_blocks, options_.block_size, options_.kv_dtype),
       blocks_(options_.num_blocks, options_.block_size),
       cache_(options_.prefix_cache ? std::make_unique<PrefixCache>(blocks_) : nullptr),
       scheduler_(scheduler_options(options_.scheduler, config), blocks_, cache_.get()),

@@ -38,7 +38,8 @@ using DetokenizerFactory = std::function<std::function<std::string(int32_t)>()>;
 struct EngineOptions {
   SchedulerOptions scheduler;
   int block_size = 16;
-  int64_t num_blocks = 0;  // KV pool size (required)
+  int64_t num_blocks = 0;        // KV pool size (required)
+  DType kv_dtype = DType::kF32;  // KV cache element type (--kv-dtype; model/kv_cache.h)
   bool prefix_cache = true;
   int max_waiting = 1024;  // admission control: requests queued beyond this are refused
   int max_context = 0;     // prompt + max_tokens at most (0: the model's max_position)
