@@ -69,7 +69,7 @@ def main():
                 versions["pytorch"] = res["version"]
 
     rows, train_rows = [], []
-    for key in sorted(samples, key=lambda k: (k[0], k[1])):
+    for key in samples:  # in the order they ran: --models, then --types
         s = samples[key]
         if ("lmstack", "train") in s or ("pytorch", "train") in s:
             lm, pt = med(s[("lmstack", "train")]), med(s[("pytorch", "train")])
@@ -81,6 +81,7 @@ def main():
                 "lmstack_mfu": per * lm if per and lm else None,
                 "pytorch_mfu": per * pt if per and pt else None,
                 "peak_gflops": extra.get(key, {}).get("peak_gflops"),
+                "runs": min(len(v) for v in s.values()),
                 "samples": {"lmstack": s[("lmstack", "train")],
                             "pytorch": s[("pytorch", "train")]}})
             continue
@@ -94,9 +95,11 @@ def main():
                           "llama_cpp_of_limit": per * ll if per and ll else None,
                           "samples": {"lmstack": s[("lmstack", phase)],
                                       "llama.cpp": s[("llama.cpp", phase)]}}
+        row["runs"] = min(len(v) for v in s.values())
         rows.append(row)
 
     m, q, c = doctor["memory"], doctor["quality"], doctor["compute"]
+    runs_done = min([r["runs"] for r in rows + train_rows] or [0])
     lines = [
         f"machine: {doctor['cpu']['model']}, {doctor['cpu']['logical_cpus']} logical CPUs; "
         f"doctor: DRAM read {m['dram_read_gbs']:.1f} GB/s, LLC read {m['llc_read_gbs']:.1f} GB/s, "
@@ -104,7 +107,8 @@ def main():
         + (f" (busy: {', '.join(q['busy_reasons'])})" if q.get("busy") else " (quiet)"),
         f"lmstack {a.lmstack_commit}; llama.cpp {versions.get('llama.cpp', '-')} from "
         f"llama-cpp-python {a.llama_cpp_python}; PyTorch {versions.get('pytorch', '-')}; "
-        f"{a.threads} threads, medians of {a.reps} alternating runs",
+        f"{a.threads} threads, medians of {runs_done} alternating runs"
+        + (f" (of {a.reps} asked)" if runs_done < a.reps else ""),
         "",
     ]
     if rows:
