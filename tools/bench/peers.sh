@@ -37,7 +37,7 @@ L=${LMSTACK:-$ROOT/build/release/lmstack}
 
 die() { echo "peers.sh: error: $*" >&2; exit 1; }
 say() { echo "== $*" >&2; }
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 
 while [ $# -gt 0 ]; do
   case $1 in
