@@ -1,6 +1,7 @@
 // Helpers shared by all test executables: paths to the source tree, the shared/ data folder
 // (absent in a clean clone: tests that need it skip with a message), and tensor comparison
-// that reports the worst element.
+// that reports the worst element, and the check that a call is refused with a message naming
+// what was wrong.
 #pragma once
 
 #include <string>
@@ -27,5 +28,20 @@ int run_command(const std::string& command, std::string* output, bool merge_stde
                                      const std::vector<float>& expected, double rtol, double atol);
 // max |v[i]|, the scale for an absolute tolerance relative to a golden's magnitude.
 double max_abs(const std::vector<float>& v);
+
+// Success when `call` throws an `Error` whose message contains `words`; a failure saying what
+// happened instead (accepted, or refused with another message).
+template <class Error, class Call>
+::testing::AssertionResult refused_naming(Call&& call, const std::string& words) {
+  try {
+    call();
+  } catch (const Error& e) {
+    if (std::string(e.what()).find(words) != std::string::npos)
+      return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure()
+           << "refused, but the message lacks '" << words << "': " << e.what();
+  }
+  return ::testing::AssertionFailure() << "accepted; expected a refusal naming '" << words << "'";
+}
 
 }  // namespace lmstack::test

@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/paged_batches.h"
 #include "lmstack/core/half.h"
 #include "lmstack/kernels/ops.h"
 #include "lmstack/kernels/ops_ref.h"
@@ -24,10 +25,8 @@
 namespace lmstack::kernels {
 namespace {
 
-struct SeqSpec {
-  int q_len;
-  int context_len;
-};
+using test_batches::batches;
+using test_batches::SeqSpec;
 
 int64_t value_bytes(DType t) { return t == DType::kF32 ? 4 : t == DType::kBF16 ? 2 : 1; }
 
@@ -162,15 +161,6 @@ void expect_variants_match(const DtypeCase& c, ThreadPool& pool, const std::stri
         << variant.name << " " << what << " " << dtype_name(c.dtype) << " H " << c.heads << " Hkv "
         << c.kv_heads << " D " << c.head_dim << " block " << c.block_size;
   }
-}
-
-const std::vector<std::pair<std::string, std::vector<SeqSpec>>>& batches() {
-  static const std::vector<std::pair<std::string, std::vector<SeqSpec>>> b = {
-      {"prefill", {{37, 37}, {1, 1}, {70, 70}}},
-      {"decode", {{1, 600}, {1, 1}, {1, 17}, {1, 129}}},
-      {"mixed", {{5, 5}, {1, 300}, {0, 40}, {20, 75}, {1, 2}, {33, 160}}},
-  };
-  return b;
 }
 
 TEST(PagedAttentionKvDtype, VariantsMatchReference) {

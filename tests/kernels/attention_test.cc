@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/paged_batches.h"
 #include "lmstack/kernels/ops.h"
 #include "lmstack/kernels/ops_ref.h"
 #include "lmstack/kernels/ops_variants.h"
@@ -24,10 +25,8 @@
 namespace lmstack::kernels {
 namespace {
 
-struct SeqSpec {
-  int q_len;
-  int context_len;
-};
+using test_batches::batches;
+using test_batches::SeqSpec;
 
 // A batch with its own pool: K/V of every context token written through kv_write into
 // shuffled blocks of a NaN-filled pool.
@@ -117,15 +116,6 @@ void expect_variants_match(const PagedCase& c, ThreadPool& pool, const std::stri
         << c.head_dim << " block " << c.block_size;
   }
   EXPECT_TRUE(test::all_close(c.run(paged_attention, pool), want, 1e-5, 2e-6)) << "dispatch";
-}
-
-const std::vector<std::pair<std::string, std::vector<SeqSpec>>>& batches() {
-  static const std::vector<std::pair<std::string, std::vector<SeqSpec>>> b = {
-      {"prefill", {{37, 37}, {1, 1}, {70, 70}}},
-      {"decode", {{1, 600}, {1, 1}, {1, 17}, {1, 129}}},
-      {"mixed", {{5, 5}, {1, 300}, {0, 40}, {20, 75}, {1, 2}, {33, 160}}},
-  };
-  return b;
 }
 
 TEST(PagedAttention, VariantsMatchReference) {
