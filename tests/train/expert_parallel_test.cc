@@ -75,7 +75,12 @@ TrainResult run_ranks(int n, TrainConfig c) {
   return result;
 }
 
-// Every tensor of two checkpoints (any layout) within the data-parallel tests' tolerance.
+// Every tensor of two checkpoints (any layout) equal within 1e-4 relative + 1e-4 absolute. The
+// absolute part is 3% of one AdamW step (lr 3e-3): an expert weight whose summed gradient
+// nearly cancels is at f32 rounding noise, which the per-rank reduction order changes, and Adam
+// divides by that gradient's own RMS, so its step may differ by a few percent of lr (seen: 2.8e-5
+// on one of 768 elements in the unoptimized sanitizer build, where no FMA is contracted). A
+// wrong or missing expert gradient moves whole rows by about lr per step.
 void expect_same_weights(const std::string& a_dir, const std::string& b_dir) {
   const model::ModelDir a = load_checkpoint_model(a_dir, true), b = load_checkpoint_model(b_dir);
   const auto fa = model::to_hf_tensors(a.config, a.weights),
@@ -83,7 +88,7 @@ void expect_same_weights(const std::string& a_dir, const std::string& b_dir) {
   ASSERT_EQ(fa.size(), fb.size());
   for (size_t i = 0; i < fa.size(); ++i)
     EXPECT_TRUE(
-        test::all_close(fa[i].second.to_f32_vector(), fb[i].second.to_f32_vector(), 1e-4, 1e-5))
+        test::all_close(fa[i].second.to_f32_vector(), fb[i].second.to_f32_vector(), 1e-4, 1e-4))
         << fa[i].first;
 }
 
