@@ -28,8 +28,6 @@ namespace {
 using test_batches::batches;
 using test_batches::SeqSpec;
 
-int64_t value_bytes(DType t) { return t == DType::kF32 ? 4 : t == DType::kBF16 ? 2 : 1; }
-
 // One batch stored in a pool of `dtype` through kv_write: the K/V values (f32, kept for the
 // comparison with an f32 pool), shuffled blocks, and rows nobody wrote poisoned (NaN for
 // f32/bf16, a NaN scale for int8).
@@ -55,7 +53,7 @@ struct DtypeCase {
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), rng);
     const size_t rows = static_cast<size_t>(total_blocks) * bs * hkv;
-    k_pool.assign(rows * d * static_cast<size_t>(value_bytes(t)), 0);
+    k_pool.assign(rows * static_cast<size_t>(dtype_bytes(t, d)), 0);
     poison(k_pool);
     v_pool = k_pool;
     k_scale.assign(rows, NAN);

@@ -87,9 +87,6 @@ int64_t first_position(const AttentionBatch& b, int s) {
   return b.context_len[s] - (b.query_start[s + 1] - b.query_start[s]);
 }
 
-// Bytes of one stored value: 4 (f32), 2 (bf16) or 1 (int8; its scale lives apart).
-int64_t value_bytes(DType t) { return t == DType::kF32 ? 4 : t == DType::kBF16 ? 2 : 1; }
-
 // Element index of the row of kv head `kvh` at context position `pos` in [blocks, bs, Hkv].
 int64_t row_index(const PagedKv& kv, const int32_t* blocks, int kvh, int64_t pos) {
   const int64_t slot = int64_t{blocks[pos / kv.block_size]} * kv.block_size + pos % kv.block_size;
@@ -145,7 +142,7 @@ bool gather_chunk(const AttentionLeaf& leaf, const PagedKv& kv, const int32_t* b
 // one kv head are Hkv·D values apart (often a page), a stride the hardware prefetchers do not
 // follow.
 void prefetch_chunk(const PagedKv& kv, const int32_t* blocks, int kvh, int64_t j0, int n) {
-  const int64_t row_bytes = int64_t{kv.head_dim} * value_bytes(kv.dtype);
+  const int64_t row_bytes = dtype_bytes(kv.dtype, kv.head_dim);
   for (int j = 0; j < n; ++j) {
     const int64_t offset = row_index(kv, blocks, kvh, j0 + j) * row_bytes;
     const char* k = static_cast<const char*>(kv.k) + offset;

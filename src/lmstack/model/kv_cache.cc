@@ -55,8 +55,7 @@ KvCache::KvCache(const ModelConfig& config, int64_t num_blocks, int block_size, 
   LMSTACK_CHECK(num_blocks > 0 && block_size > 0, "KV cache of {} blocks x {} tokens", num_blocks,
                 block_size);
   const size_t rows = static_cast<size_t>(num_blocks) * block_size * kv_heads_;
-  const size_t value_bytes = dtype_ == DType::kF32 ? 4 : dtype_ == DType::kBF16 ? 2 : 1;
-  const size_t pool_bytes = rows * head_dim_ * value_bytes;
+  const size_t pool_bytes = static_cast<size_t>(dtype_bytes(dtype_, int64_t{head_dim_})) * rows;
   const size_t scale_bytes = dtype_ == DType::kI8 ? rows * sizeof(float) : 0;
   const int pools = shared_kv_ ? 1 : 2;
   for (int l = 0; l < config.num_layers; ++l)
