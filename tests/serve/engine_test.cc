@@ -301,6 +301,36 @@ TEST_F(EngineTest, AFullQueueRefusesAndTheRestIsServed) {
             std::string::npos);
 }
 
+// The step-phase counters count exactly the steps that ran a batch, and their phases add
+// up to no more than the wall time the steps took.
+TEST_F(EngineTest, StepPhaseCountersCoverEveryWorkingStep) {
+  Engine engine(model_->config, model_->weights, pool_, options(64, false));
+  EngineRequest r;
+  r.prompt = make_prompt(20, 1);
+  r.params = greedy(5);
+  ASSERT_TRUE(engine.submit(r).has_value());
+  int working = 0;
+  const auto start = std::chrono::steady_clock::now();
+  while (engine.step()) ++working;
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(working, 5);  // the prompt (one or more chunks), then one step per further token
+  const std::string text = "\n" + engine.metrics().render_prometheus();
+  const auto value = [&](const std::string& name) {
+    const size_t at = text.find("\n" + name + " ");
+    EXPECT_NE(at, std::string::npos) << name;
+    return at == std::string::npos ? -1.0 : std::atof(text.c_str() + at + name.size() + 2);
+  };
+  EXPECT_EQ(value("lmstack:engine_steps_total"), working);
+  const double forward = value("lmstack:engine_forward_seconds_total");
+  const double sample = value("lmstack:engine_sample_seconds_total");
+  const double schedule = value("lmstack:engine_schedule_seconds_total");
+  EXPECT_GT(forward, 0);
+  EXPECT_GT(sample, 0);
+  EXPECT_GE(schedule, 0);
+  EXPECT_LE(forward + sample + schedule, wall * 1.0001);
+}
+
 TEST_F(EngineTest, LoopThreadServesConcurrentSubmitters) {
   Engine engine(model_->config, model_->weights, pool_, options(128, true));
   engine.start();

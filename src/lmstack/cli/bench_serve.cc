@@ -190,6 +190,34 @@ struct KvWatcher {
   }
 };
 
+// The engine's step-phase counters (Metrics::add_step) at one moment; the difference over
+// the run says where the server's time went. Zero where the server does not export them.
+struct EngineCounters {
+  double steps = 0, schedule_s = 0, forward_s = 0, sample_s = 0;
+  static EngineCounters read(const std::string& host, int port, const std::string& key) {
+    httplib::Client client(host, port);
+    EngineCounters c;
+    if (auto text = KvWatcher::metrics(client, key)) {
+      c.steps = metric_value(*text, "lmstack:engine_steps_total");
+      c.schedule_s = metric_value(*text, "lmstack:engine_schedule_seconds_total");
+      c.forward_s = metric_value(*text, "lmstack:engine_forward_seconds_total");
+      c.sample_s = metric_value(*text, "lmstack:engine_sample_seconds_total");
+    }
+    return c;
+  }
+  // Per-step means over the run, in ms, and the fraction of the run the engine was busy.
+  Json since(const EngineCounters& before, double duration_s) const {
+    const double n = std::max(1.0, steps - before.steps);
+    const double busy = (schedule_s - before.schedule_s) + (forward_s - before.forward_s) +
+                        (sample_s - before.sample_s);
+    return Json{{"steps", steps - before.steps},
+                {"schedule_ms_per_step", 1e3 * (schedule_s - before.schedule_s) / n},
+                {"forward_ms_per_step", 1e3 * (forward_s - before.forward_s) / n},
+                {"sample_ms_per_step", 1e3 * (sample_s - before.sample_s) / n},
+                {"busy_fraction", duration_s > 0 ? busy / duration_s : 0.0}};
+  }
+};
+
 Json measure(const std::string& host, int port, const BenchServeOptions& o,
              const std::string& model) {
   const std::vector<Prompt> prompts = make_prompts(o);
@@ -202,6 +230,7 @@ Json measure(const std::string& host, int port, const BenchServeOptions& o,
     arrival[i] = arrival[i - 1] + (o.request_rate > 0 ? gap(rng) : 0.0);
   std::vector<Sample> samples(arrival.size());
   std::atomic<size_t> next{0};
+  const EngineCounters engine_before = EngineCounters::read(host, port, o.api_key);
   KvWatcher watcher;
   std::thread watch([&] { watcher.run(host, port, o.api_key); });
   const auto start = Clock::now();
@@ -219,6 +248,7 @@ Json measure(const std::string& host, int port, const BenchServeOptions& o,
   const double duration = std::chrono::duration<double>(Clock::now() - start).count();
   watcher.stop = true;
   watch.join();
+  const Json engine = EngineCounters::read(host, port, o.api_key).since(engine_before, duration);
   std::vector<double> ttft, tpot, itl, e2e;
   int64_t ok = 0, in_tokens = 0, out_tokens = 0, cached = 0, good = 0;
   for (const Sample& s : samples) {
@@ -256,7 +286,8 @@ Json measure(const std::string& host, int port, const BenchServeOptions& o,
               {"e2e_ms", summary_ms(e2e)},
               {"peak_kv_usage", watcher.peak_usage},
               {"peak_kv_running_blocks", watcher.peak_running_blocks},
-              {"peak_kv_utilisation", watcher.peak_utilisation}};
+              {"peak_kv_utilisation", watcher.peak_utilisation},
+              {"engine", engine}};
 }
 
 void print_report(const Json& r) {
@@ -283,6 +314,14 @@ void print_report(const Json& r) {
       "requests) utilisation %.1f%% (tokens stored / token slots)\n",
       100 * r["peak_kv_usage"].get<double>(), r["peak_kv_running_blocks"].get<double>(),
       100 * r["peak_kv_utilisation"].get<double>());
+  const Json& e = r["engine"];
+  if (e["steps"].get<double>() > 0)
+    std::printf(
+        "engine        %.0f steps, per step %.2f ms forward + %.2f ms sampling/streaming + %.2f ms "
+        "scheduling; busy %.1f%% of the run\n",
+        e["steps"].get<double>(), e["forward_ms_per_step"].get<double>(),
+        e["sample_ms_per_step"].get<double>(), e["schedule_ms_per_step"].get<double>(),
+        100 * e["busy_fraction"].get<double>());
 }
 
 std::string served_model(const std::string& host, int port, const BenchServeOptions& o) {

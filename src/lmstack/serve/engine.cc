@@ -137,7 +137,8 @@ void Engine::copy_blocks(const StepPlan& plan) {
   for (auto [src, dst] : plan.copies) kv_.copy_block(src, dst);
 }
 
-void Engine::run_plan(const StepPlan& plan) {
+StepTimes Engine::run_plan(const StepPlan& plan) {
+  const Timer forward_timer;
   copy_blocks(plan);
   model::ForwardBatch batch;
   int64_t prompt_tokens = 0;
@@ -151,6 +152,9 @@ void Engine::run_plan(const StepPlan& plan) {
   }
   if (tp_.enabled()) model::tp_send_batch(tp_, batch);
   decoder_.forward(batch, kv_, logits_);
+  StepTimes times;
+  times.forward_s = forward_timer.seconds();
+  const Timer sample_timer;
   scheduler_.commit(plan);
   const size_t vocab = static_cast<size_t>(decoder_.vocab_size());
   size_t row = 0;
@@ -162,6 +166,8 @@ void Engine::run_plan(const StepPlan& plan) {
     generated += std::max(0, s.seq->num_generated() - before);
   }
   metrics_.add_tokens(prompt_tokens, generated, now_seconds() - start_time_);
+  times.sample_s = sample_timer.seconds();
+  return times;
 }
 
 // The request's first sampled position: fork the other n - 1 choices, sharing every block
@@ -301,12 +307,14 @@ void Engine::publish_gauges() {
 }
 
 bool Engine::step() {
+  const Timer step_timer;
   admit_incoming();
   cancel_requests();
   const StepPlan plan = scheduler_.schedule();
+  StepTimes times;
   if (!plan.empty()) {
     try {
-      run_plan(plan);
+      times = run_plan(plan);
     } catch (const std::exception& e) {
       // One bad batch fails the requests in it, not the server.
       log_error("engine step failed: {}", e.what());
@@ -320,6 +328,10 @@ bool Engine::step() {
   }
   reap_finished();
   publish_gauges();
+  if (!plan.empty()) {
+    times.schedule_s = std::max(0.0, step_timer.seconds() - times.forward_s - times.sample_s);
+    metrics_.add_step(times);
+  }
   return !plan.empty();
 }
 

@@ -103,7 +103,8 @@ class Engine {
   void validate(const EngineRequest& r) const;
   void admit_incoming();
   void cancel_requests();
-  void run_plan(const StepPlan& plan);
+  // Runs the batch and samples; returns the seconds spent in the forward and in sampling.
+  StepTimes run_plan(const StepPlan& plan);
   void copy_blocks(const StepPlan& plan);
   void on_logits(Sequence& seq, std::span<float> logits);
   void fork_choices(ActiveRequest& req, Sequence& parent);
