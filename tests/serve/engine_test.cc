@@ -221,9 +221,20 @@ TEST_F(EngineTest, SeededSamplingIsTheSameAloneAndInABatch) {
     reqs[i].params.top_k = 20;
     reqs[i].params.seed = 1000 + i;
   }
+  reqs[1].params.top_k = 0;  // the unfiltered and the top-p paths of the sampler too
+  reqs[2].params.top_k = 0;
+  reqs[2].params.top_p = 0.7f;
   const auto batch = run_batch(options(256, true), reqs);
   for (size_t i = 0; i < reqs.size(); ++i)
     EXPECT_EQ(batch[i].choices[0].tokens, generate_alone(reqs[i].prompt, reqs[i].params));
+  // Two threads sample the rows of a step in parallel (Engine::sample_rows): same tokens.
+  ThreadPool two(2);
+  Engine parallel(model_->config, model_->weights, two, options(256, true));
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const auto& r : reqs) streams.push_back(*parallel.submit(r));
+  parallel.run_until_idle();
+  for (size_t i = 0; i < reqs.size(); ++i)
+    EXPECT_EQ(collect(*streams[i], 1).choices[0].tokens, batch[i].choices[0].tokens);
 }
 
 TEST_F(EngineTest, StopStringSpanningTokensEndsTheChoice) {

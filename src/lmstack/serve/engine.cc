@@ -53,6 +53,7 @@ Engine::Engine(const model::ModelConfig& config, const model::ModelWeights& weig
     : config_(config),
       options_(std::move(options)),
       max_context_(options_.max_context > 0 ? options_.max_context : config.max_position),
+      pool_(pool),
       decoder_(config, weights, pool),
       kv_(config, options_.num_blocks, options_.block_size, options_.kv_dtype),
       blocks_(options_.num_blocks, options_.block_size),
@@ -157,13 +158,16 @@ StepTimes Engine::run_plan(const StepPlan& plan) {
   const Timer sample_timer;
   scheduler_.commit(plan);
   const size_t vocab = static_cast<size_t>(decoder_.vocab_size());
-  size_t row = 0;
+  std::vector<Sequence*> rows;
+  for (const ScheduledSeq& s : plan.seqs)
+    if (s.wants_logits) rows.push_back(s.seq);
+  std::vector<std::optional<model::SampleResult>> sampled = sample_rows(rows);
   int64_t generated = 0;
-  for (const ScheduledSeq& s : plan.seqs) {
-    if (!s.wants_logits) continue;
-    const int before = s.seq->num_generated();
-    on_logits(*s.seq, std::span<float>(logits_.data() + row++ * vocab, vocab));
-    generated += std::max(0, s.seq->num_generated() - before);
+  for (size_t row = 0; row < rows.size(); ++row) {
+    const int before = rows[row]->num_generated();
+    on_logits(*rows[row], std::span<float>(logits_.data() + row * vocab, vocab),
+              std::move(sampled[row]));
+    generated += std::max(0, rows[row]->num_generated() - before);
   }
   metrics_.add_tokens(prompt_tokens, generated, now_seconds() - start_time_);
   times.sample_s = sample_timer.seconds();
@@ -191,9 +195,34 @@ void Engine::fork_choices(ActiveRequest& req, Sequence& parent) {
   }
 }
 
-void Engine::on_logits(Sequence& seq, std::span<float> logits) {
+bool Engine::forks_here(const Sequence& seq) const {
+  const ActiveRequest& req = *requests_.at(seq.request_id);
+  return seq.choice == 0 && seq.num_generated() == 0 && req.seqs.size() == 1 && req.request.n > 1;
+}
+
+std::vector<std::optional<model::SampleResult>> Engine::sample_rows(
+    const std::vector<Sequence*>& rows) {
+  std::vector<std::optional<model::SampleResult>> out(rows.size());
+  const size_t vocab = static_cast<size_t>(decoder_.vocab_size());
+  pool_.parallel_for(static_cast<int64_t>(rows.size()), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      Sequence& seq = *rows[static_cast<size_t>(i)];
+      if (forks_here(seq)) continue;  // on_logits samples it after forking the choices
+      out[static_cast<size_t>(i)] = seq.sampler.sample(
+          std::span<float>(logits_.data() + static_cast<size_t>(i) * vocab, vocab), seq.tokens);
+    }
+  });
+  return out;
+}
+
+void Engine::on_logits(Sequence& seq, std::span<float> logits,
+                       std::optional<model::SampleResult> sampled) {
   ActiveRequest& req = *requests_.at(seq.request_id);
-  if (seq.choice == 0 && seq.num_generated() == 0 && req.seqs.size() == 1 && req.request.n > 1) {
+  if (sampled) {
+    emit_token(req, seq, *sampled);
+    return;
+  }
+  if (forks_here(seq)) {
     const std::vector<float> original(logits.begin(), logits.end());
     fork_choices(req, seq);
     for (size_t c = 1; c < req.seqs.size(); ++c) {

@@ -106,7 +106,12 @@ class Engine {
   // Runs the batch and samples; returns the seconds spent in the forward and in sampling.
   StepTimes run_plan(const StepPlan& plan);
   void copy_blocks(const StepPlan& plan);
-  void on_logits(Sequence& seq, std::span<float> logits);
+  // Samples the rows that need no fork, in parallel over the pool (each sequence has its own
+  // sampler and RNG, so the rows are independent and the tokens are those of a serial loop).
+  std::vector<std::optional<model::SampleResult>> sample_rows(const std::vector<Sequence*>& rows);
+  bool forks_here(const Sequence& seq) const;
+  void on_logits(Sequence& seq, std::span<float> logits,
+                 std::optional<model::SampleResult> sampled);
   void fork_choices(ActiveRequest& req, Sequence& parent);
   void emit_token(ActiveRequest& req, Sequence& seq, const model::SampleResult& sample);
   void finish_seq(ActiveRequest& req, Sequence& seq, const std::string& reason,
@@ -119,6 +124,7 @@ class Engine {
   const model::ModelConfig& config_;
   EngineOptions options_;
   int max_context_;
+  ThreadPool& pool_;
   model::Decoder decoder_;
   model::KvCache kv_;
   model::TensorParallelGroup tp_;
