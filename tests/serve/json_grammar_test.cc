@@ -59,7 +59,7 @@ TEST(JsonGrammarTest, NumbersAndIntegers) {
   for (const char* ok : {"0", "-0", "12", "-3.25", "1e5", "1E-7", "0.5e+12"})
     EXPECT_EQ(outcome(num, ok), "complete") << ok;
   for (const char* open : {"-", "1.", "1e", "1e+"}) EXPECT_EQ(outcome(num, open), "open") << open;
-  for (const char* bad : {"01", "+1", ".5", "1.e3", "--1", "1e1234", "12345678901234567"})
+  for (const char* bad : {"01", "+1", ".5", "1.e3", "--1", "1e123", "12345678901234567"})
     EXPECT_EQ(outcome(num, bad), "refused") << bad;
   const auto integer = schema(R"({"type": "integer"})");
   EXPECT_EQ(outcome(integer, "-42"), "complete");

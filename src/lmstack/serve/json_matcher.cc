@@ -29,7 +29,8 @@ enum NumPhase : uint8_t {
   kExpSign,
   kExp
 };
-constexpr int kMaxExponentDigits = 3;
+// 2 digits: a double holds 1e99 at any mantissa, while 1e400 overflows strict parsers.
+constexpr int kMaxExponentDigits = 2;
 
 }  // namespace
 
