@@ -268,11 +268,13 @@ def tools(client, model):
         check(list(calls) == [0] and calls[0]["name"] == call.function.name and
               calls[0]["arguments"] == call.function.arguments, f"stream {calls} vs {call}")
 
-    # The call and its result go back in the next request (arguments as a JSON string).
+    # The call and its result go back in the next request (arguments as a JSON string; content
+    # "" since the tiny model's ChatML template concatenates it).
+    back = {"role": "assistant", "content": "",
+            "tool_calls": [tc.model_dump() for tc in ch.message.tool_calls]}
     follow = client.chat.completions.create(
         model=model, max_tokens=4, temperature=0, tools=[WEATHER],
-        messages=messages + [ch.message.model_dump(exclude_none=True),
-                             {"role": "tool", "tool_call_id": call.id, "content": "sunny"}])
+        messages=messages + [back, {"role": "tool", "tool_call_id": call.id, "content": "sunny"}])
     check(follow.choices[0].message.role == "assistant", f"follow-up: {follow}")
     # "none" and "auto": a random model writes text; nothing is forced.
     for choice in ("none", "auto"):
@@ -292,7 +294,7 @@ def response_format(client, model):
     for seed in range(8):
         r = client.chat.completions.create(
             model=model, messages=[{"role": "user", "content": "JSON please"}], seed=seed,
-            temperature=1.0, max_tokens=300,
+            temperature=1.0, max_tokens=200,
             response_format={"type": "json_schema",
                              "json_schema": {"name": "person", "schema": schema}})
         ch = r.choices[0]
@@ -300,7 +302,7 @@ def response_format(client, model):
         validate(json.loads(ch.message.content), schema, "json_schema reply")
         r = client.chat.completions.create(
             model=model, messages=[{"role": "user", "content": "JSON please"}], seed=seed,
-            temperature=1.0, max_tokens=300, response_format={"type": "json_object"})
+            temperature=1.0, max_tokens=200, response_format={"type": "json_object"})
         ch = r.choices[0]
         if ch.finish_reason == "stop":
             check(isinstance(json.loads(ch.message.content), dict), f"json_object: {r}")
