@@ -104,6 +104,8 @@ class JsonMatcher {
   bool is_complete() const;
   // No byte may follow (the root value is closed).
   bool is_closed() const { return depth_ == 0; }
+  // Inside the body of a string without maxLength (any whole character may come next).
+  bool in_free_string() const;
   // The innermost frame is a raw literal (a tool-call wrapper), where special tokens may go.
   bool in_raw_literal() const;
 

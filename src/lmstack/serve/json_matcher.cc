@@ -100,6 +100,13 @@ bool JsonMatcher::is_complete() const {
   return true;
 }
 
+bool JsonMatcher::in_free_string() const {
+  if (depth_ == 0) return false;
+  const Frame& f = stack_[depth_ - 1];
+  const JsonGrammar::Node& n = g_->node(f.node);
+  return n.kind == Kind::kString && f.phase == 1 && n.max_count == INT32_MAX;
+}
+
 bool JsonMatcher::in_raw_literal() const {
   if (depth_ == 0) return false;
   const Frame& f = stack_[depth_ - 1];

@@ -27,14 +27,25 @@ class TokenTrie {
   explicit TokenTrie(const tokenizer::Tokenizer& tokenizer);
 
   struct Node {
-    int32_t first_child = 0, num_children = 0;  // children are contiguous in nodes_
-    int32_t first_token = 0, num_tokens = 0;    // tokens ending here, in ids_
+    int32_t first_child = 0, num_children = 0;  // children are contiguous in `nodes`
+    int32_t first_token = 0, num_tokens = 0;    // tokens ending here, in `ids`
     uint8_t byte = 0;
   };
-  const Node& node(int32_t i) const { return nodes_[static_cast<size_t>(i)]; }
-  std::span<const int32_t> tokens(const Node& n) const {
-    return {ids_.data() + n.first_token, static_cast<size_t>(n.num_tokens)};
-  }
+  struct Trie {
+    std::vector<Node> nodes;  // nodes[0] is the root (the empty prefix)
+    std::vector<int32_t> ids;
+    std::span<const int32_t> tokens(const Node& n) const {
+      return {ids.data() + n.first_token, static_cast<size_t>(n.num_tokens)};
+    }
+  };
+  // Every non-special token with bytes.
+  const Trie& all() const { return all_; }
+  // Tokens that may go anywhere inside a JSON string body: whole UTF-8 characters, no '"',
+  // '\' or control byte. Inside a string without maxLength they are all allowed at once,
+  // and only the rest (the `non_plain` trie, ~5% of a BPE vocabulary) needs the walk.
+  const std::vector<int32_t>& plain_string_ids() const { return plain_ids_; }
+  const Trie& non_plain() const { return rest_; }
+
   const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
   bool is_special(int32_t id) const { return special_[static_cast<size_t>(id)] != 0; }
   const std::vector<int32_t>& special_ids() const { return special_ids_; }
@@ -42,8 +53,10 @@ class TokenTrie {
   int vocab_size() const { return static_cast<int>(bytes_.size()); }
 
  private:
-  std::vector<Node> nodes_;  // nodes_[0] is the root (the empty prefix)
-  std::vector<int32_t> ids_;
+  Trie build(std::vector<int32_t> ids) const;
+
+  Trie all_, rest_;
+  std::vector<int32_t> plain_ids_;
   std::vector<std::string> bytes_;
   std::vector<uint8_t> special_;
   std::vector<int32_t> special_ids_;
@@ -66,7 +79,8 @@ class GrammarConstraint : public TokenConstraint {
   std::shared_ptr<const TokenTrie> trie_;
   JsonMatcher matcher_;
   std::vector<int32_t> eos_ids_;
-  bool broken_ = false;               // a token the mask refused was sampled: only EOS from now on
+  bool broken_ = false;  // a token the mask refused was sampled: only EOS from now on
+  void walk(const TokenTrie::Trie& trie, std::vector<int32_t>& allowed);
   std::vector<JsonMatcher> scratch_;  // one per trie depth: scratch_[d + 1] = [d] + a byte
   std::vector<int32_t> allowed_;
   std::vector<float> kept_;
