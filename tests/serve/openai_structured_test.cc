@@ -62,7 +62,8 @@ class StructuredTest : public test::ApiFixture {
     EngineOptions o = engine_->options();
     o.eos_ids = {*tok_->eos_id()};
     api_.reset();
-    engine_ = std::make_unique<Engine>(model_->config, model_->weights, pool_, o);
+    // Two threads: the engine samples a step's rows in parallel, constraints included.
+    engine_ = std::make_unique<Engine>(model_->config, model_->weights, pool2_, o);
     api_ = std::make_unique<OpenAiApi>(*engine_, *tok_, "tiny");
   }
   // Runs chat bodies together; returns each one's non-streamed response and its SSE text.
@@ -86,6 +87,12 @@ class StructuredTest : public test::ApiFixture {
     }
     return out;
   }
+  // The engine goes before pool2_, which the base class's members would outlive.
+  void TearDown() override {
+    api_.reset();
+    engine_.reset();
+  }
+  ThreadPool pool2_{2};
   static std::string body(int seed, const std::string& extra) {
     return R"({"model": "tiny", "messages": [{"role": "user", "content": "Give me JSON"}],
                "temperature": 1, "max_tokens": 210, "seed": )" +

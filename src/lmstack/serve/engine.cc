@@ -218,8 +218,8 @@ std::vector<std::optional<model::SampleResult>> Engine::sample_rows(
     for (int64_t i = begin; i < end; ++i) {
       Sequence& seq = *rows[static_cast<size_t>(i)];
       if (forks_here(seq)) continue;  // on_logits samples it after forking the choices
-      out[static_cast<size_t>(i)] = seq.sampler.sample(
-          std::span<float>(logits_.data() + static_cast<size_t>(i) * vocab, vocab), seq.tokens);
+      out[static_cast<size_t>(i)] =
+          sample(seq, std::span<float>(logits_.data() + static_cast<size_t>(i) * vocab, vocab));
     }
   });
   return out;
