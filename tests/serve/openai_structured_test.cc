@@ -119,7 +119,7 @@ TEST_F(StructuredTest, JsonSchemaRepliesAlwaysParseAndValidate) {
 
 TEST_F(StructuredTest, JsonObjectRepliesAreObjectsOrOpenPrefixes) {
   std::vector<std::string> bodies;
-  for (int seed = 0; seed < 16; ++seed)
+  for (int seed = 0; seed < 8; ++seed)
     bodies.push_back(body(seed, R"("response_format": {"type": "json_object"}, "n": 2)"));
   int complete = 0;
   for (const auto& [r, sse] : run(bodies))
