@@ -79,5 +79,52 @@ TEST_F(OpenAiChatTest, BadToolFieldsAreNamed) {
   }
 }
 
+// chat_template_kwargs become template variables: Qwen3's enable_thinking=false and an
+// add_generation_prompt override render as the jinja2 goldens of
+// tools/ref/gen_chat_templates.py (transformers' apply_chat_template(**kwargs) settings).
+TEST_F(OpenAiChatTest, ChatTemplateKwargsRenderAsTheGoldens) {
+  const std::string dir = "tests/data/tokenizer/chat_templates/";
+  const OJson goldens =
+      OJson::parse(read_file(lmstack::test::source_path(dir + "goldens.json")))["cases"];
+  OpenAiApi qwen3(*engine_, *tok_, "tiny",
+                  read_file(lmstack::test::source_path(dir + "qwen3.jinja")));
+  size_t checked = 0;
+  for (const OJson& c : goldens) {
+    const std::string name = c["case"].get<std::string>();
+    if (c["template"] != "qwen3" ||
+        (name != "thinking/disabled" && name != "user_only/agp=0" && name != "user_only/agp=1"))
+      continue;
+    SCOPED_TRACE(name);
+    OJson body = {{"model", "tiny"}, {"messages", c["context"]["messages"]}};
+    if (c["context"].contains("enable_thinking"))
+      body["chat_template_kwargs"]["enable_thinking"] = c["context"]["enable_thinking"];
+    if (!c["context"]["add_generation_prompt"].get<bool>())
+      body["chat_template_kwargs"]["add_generation_prompt"] = false;
+    const Json t = qwen3.tokenize(body.dump());
+    EXPECT_EQ(tok_->decode(t["tokens"].get<std::vector<int32_t>>()),
+              c["expected"].get<std::string>());
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3u);
+  // Without the kwarg the thinking case renders differently (the kwarg is not ignored).
+  const OJson plain = {{"model", "tiny"},
+                       {"messages", {{{"role", "user"}, {"content", "What is 2+2?"}}}}};
+  EXPECT_EQ(tok_->decode(qwen3.tokenize(plain.dump())["tokens"].get<std::vector<int32_t>>()),
+            "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n");
+}
+
+// tool_choice "none" renders the prompt without the tools, as if none were sent.
+TEST_F(OpenAiChatTest, ToolChoiceNoneHidesTheTools) {
+  const auto api = api_for("config_named");
+  const std::string messages = R"("messages": [{"role": "user", "content": "x"}])";
+  const std::string tools =
+      R"("tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}])";
+  const Json with = api->tokenize("{" + messages + ", " + tools + "}");
+  const Json none = api->tokenize("{" + messages + ", " + tools + R"(, "tool_choice": "none"})");
+  const Json without = api->tokenize("{" + messages + "}");
+  EXPECT_NE(with["tokens"], without["tokens"]);
+  EXPECT_EQ(none["tokens"], without["tokens"]);
+}
+
 }  // namespace
 }  // namespace lmstack::serve

@@ -5,6 +5,14 @@ Run by tests/serve/openai_client_heavytest.cc:  python3 openai_client_check.py -
 Covers chat and completions, streaming and not, n=2, stop, logprobs, usage, a set of
 malformed requests (each must get a 4xx while a parallel stream continues unharmed) and 64
 parallel clients. Every wait is bounded. Exits non-zero with a message on the first failure.
+
+Tools and response_format: the server runs with --tool-call-parser hermes. A random-weight
+model never calls a tool on its own, so the checks force calls (tool_choice "required" or a
+named function): the grammar makes the model write a hermes <tool_call> block, the server's
+parser turns it into tool_calls, and the client checks names, arguments against the tool's
+JSON schema (with `jsonschema` when installed), streaming deltas against the non-streamed
+reply of the same seed, and a round trip of the call and its result. response_format replies
+must parse and validate the same way over several seeds.
 """
 import argparse
 import concurrent.futures
@@ -15,6 +23,11 @@ import urllib.error
 import urllib.request
 
 import openai
+
+try:
+    import jsonschema
+except ImportError:  # the checks below fall back to a few hand-written ones
+    jsonschema = None
 
 
 def check(cond, what):
@@ -193,6 +206,122 @@ def parallel(client, model, count=64):
     check(len(done) == count and all(n >= 1 for n in done), f"parallel: {done}")
 
 
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Weather in a city",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "maxLength": 8},
+        "unit": {"enum": ["celsius", "fahrenheit"]},
+        "days": {"type": "integer"}},
+        "required": ["city", "unit"]}}}
+NOOP = {"type": "function", "function": {"name": "noop", "parameters": {"type": "object",
+                                                                     "properties": {}}}}
+
+
+def validate(value, schema, what):
+    if jsonschema is not None:
+        try:
+            jsonschema.validate(value, schema)
+        except jsonschema.ValidationError as e:
+            check(False, f"{what}: {value!r} does not validate: {e.message}")
+    elif schema.get("type") == "object":
+        check(isinstance(value, dict) and all(k in value for k in schema.get("required", [])),
+              f"{what}: {value!r}")
+
+
+def tools(client, model):
+    messages = [{"role": "user", "content": "Weather in Paris?"}]
+    for seed in range(6):
+        choice = ("required" if seed % 2 else
+                  {"type": "function", "function": {"name": "get_weather"}})
+        r = client.chat.completions.create(model=model, messages=messages, tools=[WEATHER, NOOP],
+                                           tool_choice=choice, seed=seed, temperature=1.0,
+                                           max_tokens=200)
+        ch = r.choices[0]
+        check(ch.finish_reason == "tool_calls" and ch.message.content is None, f"forced: {r}")
+        check(len(ch.message.tool_calls) == 1, f"one call: {ch.message}")
+        call = ch.message.tool_calls[0]
+        check(call.type == "function" and call.id.startswith("call_"), f"call: {call}")
+        if seed % 2 == 0:
+            check(call.function.name == "get_weather", f"named tool_choice: {call}")
+        schema = WEATHER if call.function.name == "get_weather" else NOOP
+        args = json.loads(call.function.arguments)
+        validate(args, schema["function"]["parameters"], "tool arguments")
+        if call.function.name == "get_weather":
+            check(list(args)[:2] == ["city", "unit"], f"schema key order: {args}")
+
+        # The same seed streamed: deltas reassemble to the same call; nothing leaks as content.
+        stream = client.chat.completions.create(model=model, messages=messages,
+                                                tools=[WEATHER, NOOP], tool_choice=choice,
+                                                seed=seed, temperature=1.0, max_tokens=200,
+                                                stream=True)
+        content, calls, finish = "", {}, None
+        for chunk in stream:
+            for c in chunk.choices:
+                content += c.delta.content or ""
+                for tc in c.delta.tool_calls or []:
+                    entry = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
+                    entry["id"] += tc.id or ""
+                    entry["name"] += tc.function.name or ""
+                    entry["arguments"] += tc.function.arguments or ""
+                finish = c.finish_reason or finish
+        check(content == "" and finish == "tool_calls", f"stream: {content!r} {finish}")
+        check(list(calls) == [0] and calls[0]["name"] == call.function.name and
+              calls[0]["arguments"] == call.function.arguments, f"stream {calls} vs {call}")
+
+    # The call and its result go back in the next request (arguments as a JSON string; content
+    # "" since the tiny model's ChatML template concatenates it).
+    back = {"role": "assistant", "content": "",
+            "tool_calls": [tc.model_dump() for tc in ch.message.tool_calls]}
+    follow = client.chat.completions.create(
+        model=model, max_tokens=4, temperature=0, tools=[WEATHER],
+        messages=messages + [back, {"role": "tool", "tool_call_id": call.id, "content": "sunny"}])
+    check(follow.choices[0].message.role == "assistant", f"follow-up: {follow}")
+    # "none" and "auto": a random model writes text; nothing is forced.
+    for choice in ("none", "auto"):
+        r = client.chat.completions.create(model=model, messages=messages, tools=[WEATHER],
+                                           tool_choice=choice, max_tokens=8, temperature=0)
+        check(r.choices[0].finish_reason in ("stop", "length"), f"tool_choice {choice}: {r}")
+        if choice == "none":
+            check(not r.choices[0].message.tool_calls, f"tool_choice none: {r}")
+
+
+def response_format(client, model):
+    schema = {"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 6},
+        "age": {"type": "integer"},
+        "tags": {"type": "array", "items": {"enum": ["a", "b", 3]}, "maxItems": 3},
+        "ok": {"type": "boolean"}}, "required": ["name", "ok"]}
+    for seed in range(8):
+        r = client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "JSON please"}], seed=seed,
+            temperature=1.0, max_tokens=200,
+            response_format={"type": "json_schema",
+                             "json_schema": {"name": "person", "schema": schema}})
+        ch = r.choices[0]
+        check(ch.finish_reason == "stop", f"json_schema reply not ended by EOS: {r}")
+        validate(json.loads(ch.message.content), schema, "json_schema reply")
+        r = client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "JSON please"}], seed=seed,
+            temperature=1.0, max_tokens=200, response_format={"type": "json_object"})
+        ch = r.choices[0]
+        if ch.finish_reason == "stop":
+            check(isinstance(json.loads(ch.message.content), dict), f"json_object: {r}")
+    bad = [({"type": "json_schema", "json_schema": {"name": "x", "schema": {
+                "type": "object", "properties": {"a": {"type": "string", "pattern": "^x"}}}}},
+            "response_format.json_schema.schema.properties.a.pattern"),
+           ({"type": "yaml"}, "response_format")]
+    for fmt, param in bad:
+        try:
+            client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}],
+                                           max_tokens=4, response_format=fmt)
+            check(False, f"accepted response_format {fmt}")
+        except openai.BadRequestError as e:
+            check(e.body.get("param") == param, f"param of {fmt}: {e.body}")
+    r = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}],
+                                       max_tokens=4, temperature=0)
+    check(r.choices[0].finish_reason in ("stop", "length"), "serving after bad response_format")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
@@ -212,6 +341,8 @@ def main():
     streaming(client, model)
     malformed(base, client, model)
     error_shapes(client, model)
+    tools(client, model)
+    response_format(client, model)
     parallel(client, model)
     print("openai client checks passed")
 

@@ -22,7 +22,8 @@ TEST(OpenAiClient, OfficialClientAgainstLiveServer) {
   if (run_command(python + " -c 'import openai' 2>&1", &out) != 0)
     GTEST_SKIP() << "python3 cannot import openai (pip install openai): " << out;
   test::LiveServer server("openai_client",
-                          "--api-key test-key --kv-memory 64MiB --threads 1 --max-model-len 1024");
+                          "--api-key test-key --kv-memory 64MiB --threads 1 --max-model-len 1024 "
+                          "--tool-call-parser hermes");
   ASSERT_TRUE(server.ok()) << server.error();
   const int rc = run_command("timeout 900 " + python + " " +
                                  lmstack::test::source_path("tests/serve/openai_client_check.py") +

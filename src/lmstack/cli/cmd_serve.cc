@@ -30,7 +30,7 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080, threads = 1, max_batch_tokens = 512, max_num_seqs = 256, block_size = 16;
   int max_queue = 1024, max_model_len = 0, http_workers = 0, max_connections = 4096, tp = 1;
-  std::string max_body = "16MiB", kv_dtype = "f32";
+  std::string max_body = "16MiB", kv_dtype = "f32", tool_call_parser = "auto";
   double kv_fraction = 0, read_timeout = 30, shutdown_grace = 5;
   bool no_prefix_cache = false, dry_run = false;
 };
@@ -228,6 +228,8 @@ int run_serve(const ServeOptions& o) {
   std::string chat_template;
   if (!o.chat_template_file.empty()) chat_template = read_file(o.chat_template_file);
   serve::OpenAiApi api(engine, s.tokenizer, model_name(o, s.model.path), chat_template);
+  if (o.tool_call_parser != "auto")
+    api.set_tool_call_format(*serve::tool_call_format_named(o.tool_call_parser));
   serve::HttpServer server(api, http_options(o));
   const int port = server.bind();
   engine.start();
@@ -295,6 +297,11 @@ std::function<int()> setup(CLI::App& app) {
   app.add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY'");
   app.add_option("--served-model-name", o->served_name, "model id in the API (default: dir name)");
   app.add_option("--chat-template", o->chat_template_file, "Jinja chat template file");
+  app.add_option("--tool-call-parser", o->tool_call_parser,
+                 "how tool calls are read from replies: auto (from the chat template), "
+                 "llama3_json, mistral, hermes or none")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "llama3_json", "mistral", "hermes", "none"}));
   app.add_flag("--no-prefix-cache", o->no_prefix_cache, "disable the radix-tree prefix cache");
   app.add_flag("--dry-run", o->dry_run, "print the KV pool and memory ledger, then exit");
   app.add_option("--tp", o->tp,

@@ -35,7 +35,10 @@ std::vector<Rollout> generate_rollouts(serve::Engine& engine,
                                        const model::SamplingParams& params, int64_t first_index) {
   std::vector<std::shared_ptr<serve::RequestStream>> streams;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    serve::EngineRequest req{prompts[i], params, n};
+    serve::EngineRequest req;
+    req.prompt = prompts[i];
+    req.params = params;
+    req.n = n;
     const uint64_t index = static_cast<uint64_t>(first_index) + i;
     req.params.seed = params.seed + 1000003ull * index;  // choice c samples with seed + c
     auto stream = engine.submit(std::move(req));

@@ -16,6 +16,14 @@ namespace {
 
 constexpr int kMaxChoices = 16;
 
+// Samples under the sequence's constraint (structured output), if it has one.
+model::SampleResult sample(Sequence& seq, std::span<float> logits) {
+  if (seq.constraint) seq.constraint->mask(logits);
+  const model::SampleResult s = seq.sampler.sample(logits, seq.tokens);
+  if (seq.constraint) seq.constraint->accept(s.token);
+  return s;
+}
+
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -119,6 +127,7 @@ void Engine::admit_incoming() {
     auto seq = std::make_unique<Sequence>(next_seq_id_++, req->request.prompt, p);
     seq->request_id = req->id;
     if (options_.make_detokenizer) seq->detokenize = options_.make_detokenizer();
+    if (req->request.make_constraint) seq->constraint = req->request.make_constraint();
     scheduler_.add(seq.get());
     req->seqs.push_back(std::move(seq));
     requests_.emplace(req->id, std::move(req));
@@ -190,6 +199,7 @@ void Engine::fork_choices(ActiveRequest& req, Sequence& parent) {
     for (int32_t b : child->blocks)
       if (b != kReleasedBlock) blocks_.add_ref(b);
     if (options_.make_detokenizer) child->detokenize = options_.make_detokenizer();
+    if (req.request.make_constraint) child->constraint = req.request.make_constraint();
     scheduler_.add_running(child.get(), &parent);
     req.seqs.push_back(std::move(child));
   }
@@ -208,8 +218,8 @@ std::vector<std::optional<model::SampleResult>> Engine::sample_rows(
     for (int64_t i = begin; i < end; ++i) {
       Sequence& seq = *rows[static_cast<size_t>(i)];
       if (forks_here(seq)) continue;  // on_logits samples it after forking the choices
-      out[static_cast<size_t>(i)] = seq.sampler.sample(
-          std::span<float>(logits_.data() + static_cast<size_t>(i) * vocab, vocab), seq.tokens);
+      out[static_cast<size_t>(i)] =
+          sample(seq, std::span<float>(logits_.data() + static_cast<size_t>(i) * vocab, vocab));
     }
   });
   return out;
@@ -228,10 +238,10 @@ void Engine::on_logits(Sequence& seq, std::span<float> logits,
     for (size_t c = 1; c < req.seqs.size(); ++c) {
       std::vector<float> copy = original;
       Sequence& child = *req.seqs[c];
-      emit_token(req, child, child.sampler.sample(copy, child.tokens));
+      emit_token(req, child, sample(child, copy));
     }
   }
-  emit_token(req, seq, seq.sampler.sample(logits, seq.tokens));
+  emit_token(req, seq, sample(seq, logits));
 }
 
 void Engine::emit_token(ActiveRequest& req, Sequence& seq, const model::SampleResult& sample) {

@@ -29,6 +29,7 @@
 #include "lmstack/serve/prefix_cache.h"
 #include "lmstack/serve/request_stream.h"
 #include "lmstack/serve/scheduler.h"
+#include "lmstack/serve/token_constraint.h"
 
 namespace lmstack::serve {
 
@@ -51,6 +52,7 @@ struct EngineRequest {
   std::vector<int32_t> prompt;
   model::SamplingParams params;  // choice i samples with seed params.seed + i
   int n = 1;
+  TokenConstraintFactory make_constraint;  // null: unconstrained; else one per choice
 };
 
 class Engine {

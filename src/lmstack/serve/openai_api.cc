@@ -116,18 +116,24 @@ OpenAiApi::OpenAiApi(Engine& engine, tokenizer::Tokenizer tokenizer, std::string
   using tokenizer::ChatTemplate;
   if (!chat_template.empty()) {
     template_ = ChatTemplate::parse(chat_template, "--chat-template");
+    tool_format_ = detect_tool_call_format(chat_template);
     return;
   }
   const auto& named = tokenizer::chat_templates(tokenizer_);
   if (named.empty()) {
     const std::string& own = tokenizer_.chat_template();
     template_ = ChatTemplate::parse(own.empty() ? std::string(kDefaultChatTemplate) : own);
+    tool_format_ = detect_tool_call_format(own);
     return;
   }
-  if (auto it = named.find("default"); it != named.end())
+  if (auto it = named.find("default"); it != named.end()) {
     template_ = ChatTemplate::parse(it->second, "chat_template 'default'");
-  if (auto it = named.find("tool_use"); it != named.end())
+    tool_format_ = detect_tool_call_format(it->second);
+  }
+  if (auto it = named.find("tool_use"); it != named.end()) {
     tool_template_ = ChatTemplate::parse(it->second, "chat_template 'tool_use'");
+    tool_format_ = detect_tool_call_format(it->second);
+  }
 }
 
 DetokenizerFactory OpenAiApi::detokenizer_factory(const tokenizer::Tokenizer& tokenizer) {
@@ -280,6 +286,7 @@ ApiRequest OpenAiApi::parse_chat(const std::string& body) const {
                         engine_.kv_cache().num_blocks() * engine_.kv_cache().block_size()) -
       static_cast<int64_t>(r.engine.prompt.size());
   parse_sampling(j, r, static_cast<int>(std::max<int64_t>(room, 1)));
+  parse_structured(body, r);
   return r;
 }
 

@@ -8,12 +8,16 @@
 // Thread safety: const methods may run on many HTTP threads at once.
 #pragma once
 
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
 #include "lmstack/core/error.h"
 #include "lmstack/core/json.h"
 #include "lmstack/serve/engine.h"
+#include "lmstack/serve/token_mask.h"
+#include "lmstack/serve/tool_calls.h"
 #include "lmstack/tokenizer/chat_template.h"
 #include "lmstack/tokenizer/tokenizer.h"
 
@@ -48,6 +52,8 @@ struct ApiRequest {
   bool include_usage = false;  // stream_options.include_usage
   bool logprobs = false;       // report logprobs (completions: logprobs >= 0 given)
   int top_logprobs = 0;        // alternatives per token
+  // Chat with tools and tool_choice other than "none": calls are parsed from the reply.
+  ToolCallFormat tool_format = ToolCallFormat::kNone;
 };
 
 class OpenAiApi {
@@ -69,6 +75,11 @@ class OpenAiApi {
   Json tokenize(const std::string& body) const;    // {"prompt"} or {"messages"} → tokens
   Json detokenize(const std::string& body) const;  // {"tokens"} → {"prompt"}
   Json debug_prefix(const std::string& body);      // why a prompt hits the cache or not
+
+  // The tool-call format replies are parsed in (--tool-call-parser); by default the one the
+  // model's chat template teaches (detect_tool_call_format), else none.
+  void set_tool_call_format(ToolCallFormat format) { tool_format_ = format; }
+  ToolCallFormat tool_call_format() const { return tool_format_; }
   // A fresh incremental detokenizer per choice, for EngineOptions::make_detokenizer.
   static DetokenizerFactory detokenizer_factory(const tokenizer::Tokenizer& tokenizer);
 
@@ -80,12 +91,20 @@ class OpenAiApi {
   // The prompt of a chat body (openai_chat.cc), read in the client's key order.
   std::vector<int32_t> chat_tokens(const std::string& body) const;
   const tokenizer::ChatTemplate& chat_template(bool with_tools) const;
+  // tool_choice, tools and response_format of a chat body (openai_structured.cc): which
+  // format replies are parsed in, and the grammar that constrains sampling, if any.
+  void parse_structured(const std::string& body, ApiRequest& r) const;
+  void constrain(ApiRequest& r, JsonGrammar grammar, const char* field) const;
+  std::shared_ptr<const TokenTrie> token_trie() const;
 
   Engine& engine_;
   tokenizer::Tokenizer tokenizer_;
   std::string model_id_;
   // For requests without tools, and with tools when the model names a "tool_use" template.
   std::optional<tokenizer::ChatTemplate> template_, tool_template_;
+  ToolCallFormat tool_format_ = ToolCallFormat::kNone;
+  mutable std::once_flag trie_once_;
+  mutable std::shared_ptr<const TokenTrie> trie_;  // built at the first constrained request
 };
 
 }  // namespace lmstack::serve

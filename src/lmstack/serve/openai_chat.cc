@@ -4,7 +4,8 @@
 // client's key order (Python's json.loads keeps it; a sorted map would reorder them).
 // Tool-call arguments arrive as a JSON string in OpenAI's format; like vLLM
 // (chat_utils._postprocess_messages) they are parsed into an object first, as tool-use
-// templates expect (`tool_call.arguments | tojson`).
+// templates expect (`tool_call.arguments | tojson`). chat_template_kwargs become template
+// variables, as apply_chat_template(**kwargs) makes them.
 #include <fmt/format.h>
 
 #include "lmstack/serve/openai_api.h"
@@ -86,6 +87,34 @@ OJson template_messages(const OJson& j) {
   return messages;
 }
 
+// chat_template_kwargs (vLLM's extension: extra template variables, e.g. Qwen3's
+// enable_thinking, overriding add_generation_prompt too) and the top-level
+// add_generation_prompt, as the variables render_chat adds.
+OJson template_variables(const OJson& j) {
+  OJson vars = OJson::object();
+  if (j.contains("add_generation_prompt") && !j["add_generation_prompt"].is_null()) {
+    if (!j["add_generation_prompt"].is_boolean())
+      throw ApiError(400, "invalid_request_error", "add_generation_prompt",
+                     "'add_generation_prompt' must be a boolean");
+    vars["add_generation_prompt"] = j["add_generation_prompt"];
+  }
+  if (!j.contains("chat_template_kwargs") || j["chat_template_kwargs"].is_null()) return vars;
+  const OJson& kwargs = j["chat_template_kwargs"];
+  if (!kwargs.is_object())
+    throw ApiError(400, "invalid_request_error", "chat_template_kwargs",
+                   "'chat_template_kwargs' must be an object");
+  for (const auto& [key, value] : kwargs.items()) {
+    // These come from their own fields, which are validated; a kwarg would bypass that.
+    if (key == "messages" || key == "tools" || key == "documents")
+      throw ApiError(400, "invalid_request_error", "chat_template_kwargs." + key,
+                     fmt::format("chat_template_kwargs.{}: set it through the request's own "
+                                 "field, not as a template variable",
+                                 key));
+    vars[key] = value;
+  }
+  return vars;
+}
+
 }  // namespace
 
 const tokenizer::ChatTemplate& OpenAiApi::chat_template(bool with_tools) const {
@@ -103,15 +132,18 @@ const tokenizer::ChatTemplate& OpenAiApi::chat_template(bool with_tools) const {
 std::vector<int32_t> OpenAiApi::chat_tokens(const std::string& body) const {
   const OJson j = OJson::parse(body);  // parse_body() has already checked it is an object
   const OJson messages = template_messages(j);
-  const OJson tools = j.contains("tools") ? j["tools"] : OJson(nullptr);
+  OJson tools = j.contains("tools") ? j["tools"] : OJson(nullptr);
   if (!tools.is_null() && !tools.is_array())
     throw ApiError(400, "invalid_request_error", "tools", "'tools' must be an array");
+  // tool_choice "none": the model is not shown the tools (and no calls are parsed).
+  if (j.contains("tool_choice") && j["tool_choice"] == "none") tools = nullptr;
+  const OJson variables = template_variables(j);
   // transformers picks "tool_use" whenever tools is not None, even an empty list.
   const tokenizer::ChatTemplate& tmpl = chat_template(!tools.is_null());
   std::string text;
   try {
     text = tokenizer::render_chat(tmpl, messages, tools, true, tokenizer_.bos_token(),
-                                  tokenizer_.eos_token());
+                                  tokenizer_.eos_token(), variables);
   } catch (const RequestError& e) {
     throw bad_messages(fmt::format("the chat template rejected them: {}", e.what()));
   }

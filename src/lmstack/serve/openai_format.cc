@@ -3,6 +3,11 @@
 // "chunk" objects.
 #include "lmstack/serve/openai_format.h"
 
+#include <mutex>
+#include <random>
+
+#include <fmt/format.h>
+
 namespace lmstack::serve {
 namespace {
 
@@ -12,6 +17,22 @@ Json bytes_of(const std::string& s) {
   Json b = Json::array();
   for (unsigned char c : s) b.push_back(static_cast<int>(c));
   return b;
+}
+
+// OpenAI's {"id", "type": "function", "function": {"name", "arguments"}}; ids are random, as
+// a client sends them back in the next request's messages and they must not collide there.
+Json tool_call_json(const ToolCall& call) {
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}()};
+  uint64_t hi = 0, lo = 0;
+  {
+    std::lock_guard lock(mu);
+    hi = rng();
+    lo = rng();
+  }
+  return Json{{"id", fmt::format("call_{:016x}{:08x}", hi, lo & 0xffffffffu)},
+              {"type", "function"},
+              {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
 }
 
 // OpenAI knows "stop" and "length"; a request whose client left is reported as "abort".
@@ -31,12 +52,15 @@ ResponseFormatter::ResponseFormatter(const ApiRequest& request,
       created_(created),
       chat_(request.endpoint == Endpoint::kChat),
       choices_(static_cast<size_t>(request.engine.n)) {
-  for (Choice& c : choices_)
+  for (Choice& c : choices_) {
+    if (chat_ && request.tool_format != ToolCallFormat::kNone)
+      c.parser = std::make_shared<ToolCallParser>(request.tool_format);
     c.logprobs = chat_ ? Json::array()
                        : Json{{"tokens", Json::array()},
                               {"token_logprobs", Json::array()},
                               {"top_logprobs", Json::array()},
                               {"text_offset", Json::array()}};
+  }
 }
 
 std::string ResponseFormatter::token_text(int32_t id) const {
@@ -132,11 +156,25 @@ std::string ResponseFormatter::stream_event(const StreamEvent& e) {
       // Every generated token gets a chunk, even one whose text is still held back (part of
       // a UTF-8 character or of a possible stop string), so clients can time each token.
       if (e.token.token < 0 && e.token.text.empty()) return "";
+      Choice& c = choices_[static_cast<size_t>(e.choice)];
+      if (c.parser) {
+        const ToolCallParser::Delta d = c.parser->push(e.token.text);
+        if (!d.calls.empty()) return tool_delta(c, e.choice, d);
+        return sse(chunk(Json::array({delta_choice(e.choice, d.content, lp, nullptr)})));
+      }
       return sse(chunk(Json::array({delta_choice(e.choice, e.token.text, lp, nullptr)})));
     }
-    case StreamEvent::Kind::kFinish:
-      return sse(chunk(
-          Json::array({delta_choice(e.choice, "", nullptr, api_finish_reason(e.finish_reason))})));
+    case StreamEvent::Kind::kFinish: {
+      Choice& c = choices_[static_cast<size_t>(e.choice)];
+      std::string out;
+      if (c.parser) {
+        const ToolCallParser::Delta d = c.parser->finish();
+        if (!d.content.empty() || !d.calls.empty()) out = tool_delta(c, e.choice, d);
+      }
+      std::string reason = api_finish_reason(e.finish_reason);
+      if (c.num_calls > 0 && reason == "stop") reason = "tool_calls";
+      return out + sse(chunk(Json::array({delta_choice(e.choice, "", nullptr, reason)})));
+    }
     case StreamEvent::Kind::kDone: {
       std::string out;
       if (request_.include_usage) {
@@ -178,6 +216,37 @@ void ResponseFormatter::add(const StreamEvent& e) {
   }
 }
 
+// A chunk with the content and the calls a parser let out: each call whole, at the next index.
+std::string ResponseFormatter::tool_delta(Choice& c, int index,
+                                          const ToolCallParser::Delta& d) const {
+  Json delta = Json::object();
+  if (!d.content.empty()) delta["content"] = d.content;
+  if (!d.calls.empty()) {
+    delta["tool_calls"] = Json::array();
+    for (const ToolCall& call : d.calls) {
+      Json j = tool_call_json(call);
+      j["index"] = c.num_calls++;
+      delta["tool_calls"].push_back(std::move(j));
+    }
+  }
+  return sse(chunk(Json::array({Json{
+      {"index", index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}})));
+}
+
+// The chat message of a finished choice; with tool-call parsing on, content is the text
+// around the calls (null when there is none) and the calls are in tool_calls.
+Json ResponseFormatter::message(const Choice& c) const {
+  if (request_.tool_format == ToolCallFormat::kNone)
+    return Json{{"role", "assistant"}, {"content", c.text}};
+  const ParsedReply r = parse_tool_calls(request_.tool_format, c.text);
+  Json m = {{"role", "assistant"}, {"content", r.content ? Json(*r.content) : Json(nullptr)}};
+  if (!r.calls.empty()) {
+    m["tool_calls"] = Json::array();
+    for (const ToolCall& call : r.calls) m["tool_calls"].push_back(tool_call_json(call));
+  }
+  return m;
+}
+
 Json ResponseFormatter::response() const {
   Json choices = Json::array();
   for (size_t i = 0; i < choices_.size(); ++i) {
@@ -185,9 +254,11 @@ Json ResponseFormatter::response() const {
     const Json lp =
         request_.logprobs ? (chat_ ? Json{{"content", c.logprobs}} : c.logprobs) : Json(nullptr);
     Json choice = {{"index", i}, {"logprobs", lp}, {"finish_reason", c.finish_reason}};
-    if (chat_)
-      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-    else
+    if (chat_) {
+      choice["message"] = message(c);
+      if (choice["message"].contains("tool_calls") && c.finish_reason == "stop")
+        choice["finish_reason"] = "tool_calls";
+    } else
       choice["text"] = c.text;
     choices.push_back(std::move(choice));
   }

@@ -3,18 +3,22 @@
 // exact chunk format of the OpenAI streaming API: chat's first chunk per choice carries
 // {"role": "assistant"}, then content deltas, then a chunk with finish_reason, then (with
 // stream_options.include_usage) a chunk with empty choices and the usage, then
-// "data: [DONE]". No sockets here, so every byte is unit-testable.
+// "data: [DONE]". With tool-call parsing on (ApiRequest::tool_format), calls found in the text
+// become message.tool_calls / delta.tool_calls and are not shown as content; a choice that
+// called a tool finishes with "tool_calls". No sockets here, so every byte is unit-testable.
 //
 // Thread safety: one formatter per request, used by one thread.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "lmstack/core/json.h"
 #include "lmstack/serve/openai_api.h"
 #include "lmstack/serve/request_stream.h"
+#include "lmstack/serve/tool_calls.h"
 #include "lmstack/tokenizer/tokenizer.h"
 
 namespace lmstack::serve {
@@ -42,6 +46,8 @@ class ResponseFormatter {
     std::string text;
     std::string finish_reason;
     Json logprobs;  // chat: array of content entries; completions: the four parallel arrays
+    std::shared_ptr<ToolCallParser> parser;  // streaming with tool-call parsing on
+    int num_calls = 0;                       // calls streamed so far
   };
   Json chunk(Json choices) const;
   Json usage_json() const;
@@ -50,6 +56,8 @@ class ResponseFormatter {
   Json delta_choice(int index, const std::string& text, const Json& logprobs,
                     const Json& finish_reason) const;
   std::string token_text(int32_t id) const;
+  std::string tool_delta(Choice& c, int index, const ToolCallParser::Delta& d) const;
+  Json message(const Choice& c) const;
 
   const ApiRequest& request_;
   const tokenizer::Tokenizer& tokenizer_;

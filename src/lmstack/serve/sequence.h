@@ -15,6 +15,7 @@
 
 #include "lmstack/model/sampler.h"
 #include "lmstack/model/stop_matcher.h"
+#include "lmstack/serve/token_constraint.h"
 
 namespace lmstack::serve {
 
@@ -43,6 +44,7 @@ struct Sequence {
   model::Sampler sampler;  // per-choice RNG (seed + choice)
   model::StopMatcher stops;
   std::function<std::string(int32_t)> detokenize;  // incremental, per choice
+  std::unique_ptr<TokenConstraint> constraint;     // null: any token (structured output)
 
   int num_tokens() const { return static_cast<int>(tokens.size()); }
   int num_generated() const { return num_tokens() - num_prompt_tokens; }

@@ -86,9 +86,10 @@ void check_depth(const J& j, const char* what) {
 template <class J>
 std::string render_chat_json(const ChatTemplate& chat_template, const J& messages, const J& tools,
                              bool add_generation_prompt, const std::string& bos_token,
-                             const std::string& eos_token) {
+                             const std::string& eos_token, const J& variables) {
   check_depth(messages, "the messages");
   check_depth(tools, "the tools");
+  check_depth(variables, "the template variables");
   J context = J::object();
   context["messages"] = messages;
   context["tools"] = tools;  // transformers always passes tools and documents (None if absent)
@@ -96,6 +97,9 @@ std::string render_chat_json(const ChatTemplate& chat_template, const J& message
   context["add_generation_prompt"] = add_generation_prompt;
   context["bos_token"] = bos_token;
   context["eos_token"] = eos_token;
+  // As apply_chat_template(**kwargs): extra keys become variables and override the above.
+  if (variables.is_object())
+    for (const auto& [key, value] : variables.items()) context[key] = value;
   return chat_template.render(context);
 }
 
@@ -105,14 +109,15 @@ std::string render_chat(const ChatTemplate& chat_template, const Json& messages,
                         bool add_generation_prompt, const std::string& bos_token,
                         const std::string& eos_token) {
   return render_chat_json(chat_template, messages, Json(nullptr), add_generation_prompt, bos_token,
-                          eos_token);
+                          eos_token, Json(nullptr));
 }
 
 std::string render_chat(const ChatTemplate& chat_template, const nlohmann::ordered_json& messages,
                         const nlohmann::ordered_json& tools, bool add_generation_prompt,
-                        const std::string& bos_token, const std::string& eos_token) {
+                        const std::string& bos_token, const std::string& eos_token,
+                        const nlohmann::ordered_json& variables) {
   return render_chat_json(chat_template, messages, tools, add_generation_prompt, bos_token,
-                          eos_token);
+                          eos_token, variables);
 }
 
 }  // namespace lmstack::tokenizer

@@ -94,9 +94,13 @@ std::string render_chat(const ChatTemplate& chat_template, const Json& messages,
                         const std::string& eos_token);
 // The same in the client's key order (dicts in messages and tools serialize through tojson as
 // sent, as Python's json.loads hands them to transformers), with `tools` (null, or an array of
-// tool schemas) passed as the template's `tools` variable. Serving uses this one.
+// tool schemas) passed as the template's `tools` variable. Serving uses this one. `variables`
+// (an object, or null) adds template variables that override the ones above, as
+// apply_chat_template's **kwargs do (OpenAI-compatible servers' chat_template_kwargs, e.g.
+// Qwen3's enable_thinking).
 std::string render_chat(const ChatTemplate& chat_template, const nlohmann::ordered_json& messages,
                         const nlohmann::ordered_json& tools, bool add_generation_prompt,
-                        const std::string& bos_token, const std::string& eos_token);
+                        const std::string& bos_token, const std::string& eos_token,
+                        const nlohmann::ordered_json& variables = nullptr);
 
 }  // namespace lmstack::tokenizer
