@@ -113,4 +113,48 @@ SampleResult Sampler::sample(std::span<float> logits, std::span<const int32_t> h
   return result;
 }
 
+// The same chain as sample() (penalties → temperature → top-k → top-p → min-p) on a dense
+// copy, returned as probabilities instead of a draw.
+std::vector<float> Sampler::probabilities(std::span<const float> logits,
+                                          std::span<const int32_t> history) const {
+  std::vector<float> l(logits.begin(), logits.end());
+  apply_penalties(l, history);
+  std::vector<float> out(l.size(), 0.0f);
+  const auto best = std::max_element(l.begin(), l.end());
+  if (params_.temperature == 0.0f) {
+    out[static_cast<size_t>(best - l.begin())] = 1.0f;
+    return out;
+  }
+  std::vector<int32_t> cand(l.size());
+  std::iota(cand.begin(), cand.end(), 0);
+  // Without filters the order does not matter: skip the O(V log V) sort.
+  const bool filtered = params_.top_k > 0 || params_.top_p < 1.0f || params_.min_p > 0.0f;
+  if (filtered)
+    std::sort(cand.begin(), cand.end(), [&](int32_t a, int32_t b) {
+      const float la = l[static_cast<size_t>(a)], lb = l[static_cast<size_t>(b)];
+      return la > lb || (la == lb && a < b);
+    });
+  size_t n = params_.top_k > 0 ? std::min<size_t>(params_.top_k, cand.size()) : cand.size();
+  std::vector<double> probs(n);
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i)
+    sum += probs[i] = std::exp(
+        static_cast<double>((l[static_cast<size_t>(cand[i])] - *best) / params_.temperature));
+  if (params_.top_p < 1.0f) {
+    double mass = 0;
+    for (size_t i = 0; i < n; ++i)
+      if ((mass += probs[i] / sum) >= params_.top_p) {
+        n = i + 1;
+        break;
+      }
+  }
+  if (params_.min_p > 0.0f)
+    while (n > 1 && probs[n - 1] < params_.min_p * probs[0]) --n;
+  const double kept =
+      std::accumulate(probs.begin(), probs.begin() + static_cast<std::ptrdiff_t>(n), 0.0);
+  for (size_t i = 0; i < n; ++i)
+    out[static_cast<size_t>(cand[i])] = static_cast<float>(probs[i] / kept);
+  return out;
+}
+
 }  // namespace lmstack::model

@@ -49,6 +49,13 @@ class Sampler {
   // Picks the next token from `logits` (modified in place by penalties/temperature) given the
   // tokens of the sequence so far (prompt + generated; penalties count them).
   SampleResult sample(std::span<float> logits, std::span<const int32_t> history);
+  // The distribution sample() draws from, over the whole vocabulary (zeros outside the
+  // top-k / top-p / min-p survivors; summing to 1): what speculative decoding's rejection
+  // sampling needs as p and q (serve/speculative.h). Temperature 0 gives a point mass on the
+  // argmax (ties to the lowest id). Does not touch the RNG.
+  std::vector<float> probabilities(std::span<const float> logits,
+                                   std::span<const int32_t> history) const;
+  const SamplingParams& params() const { return params_; }
 
  private:
   void apply_penalties(std::span<float> logits, std::span<const int32_t> history) const;

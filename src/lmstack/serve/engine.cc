@@ -10,6 +10,7 @@
 #include "lmstack/core/error.h"
 #include "lmstack/core/log.h"
 #include "lmstack/core/timer.h"
+#include "lmstack/serve/engine_internal.h"
 
 namespace lmstack::serve {
 namespace {
@@ -19,22 +20,6 @@ constexpr int kMaxChoices = 16;
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
-
-}  // namespace
-
-struct Engine::ActiveRequest {
-  int64_t id = 0;
-  EngineRequest request;
-  std::shared_ptr<RequestStream> stream;
-  std::vector<std::unique_ptr<Sequence>> seqs;  // choice order; more appear at the fork
-  int num_finished = 0;
-  bool done = false;
-  double arrival = 0;
-  std::optional<double> first_token;
-  int completion_tokens = 0;
-};
-
-namespace {
 
 // The scheduler may drop KV outside the window only when no layer reads it: every layer
 // windowed (one full-attention layer, as in Qwen2 with max_window_layers > 0, keeps it all).
@@ -58,6 +43,8 @@ Engine::Engine(const model::ModelConfig& config, const model::ModelWeights& weig
       blocks_(options_.num_blocks, options_.block_size),
       cache_(options_.prefix_cache ? std::make_unique<PrefixCache>(blocks_) : nullptr),
       scheduler_(scheduler_options(options_.scheduler, config), blocks_, cache_.get()),
+      drafter_(make_drafter(options_.spec, pool, decoder_.vocab_size(), options_.num_blocks,
+                            options_.block_size)),
       start_time_(now_seconds()) {
   LMSTACK_CHECK(max_context_ > 0, "the engine needs a context length");
 }
@@ -144,8 +131,10 @@ void Engine::run_plan(const StepPlan& plan) {
   for (const ScheduledSeq& s : plan.seqs) {
     const Sequence& seq = *s.seq;
     const auto first = seq.tokens.begin() + seq.num_computed;
-    batch.add_sequence(std::vector<int32_t>(first, first + s.num_new_tokens), seq.num_computed,
-                       seq.blocks, options_.block_size, s.wants_logits);
+    std::vector<int32_t> feed(first, first + (s.num_new_tokens - s.num_draft_tokens));
+    feed.insert(feed.end(), seq.draft.begin(), seq.draft.begin() + s.num_draft_tokens);
+    batch.add_sequence(feed, seq.num_computed, seq.blocks, options_.block_size, s.wants_logits,
+                       /*all_logits=*/s.num_draft_tokens > 0);
     prompt_tokens += std::max(
         0, std::min(seq.num_prompt_tokens, seq.num_computed + s.num_new_tokens) - seq.num_computed);
   }
@@ -158,7 +147,13 @@ void Engine::run_plan(const StepPlan& plan) {
   for (const ScheduledSeq& s : plan.seqs) {
     if (!s.wants_logits) continue;
     const int before = s.seq->num_generated();
-    on_logits(*s.seq, std::span<float>(logits_.data() + row++ * vocab, vocab));
+    float* rows = logits_.data() + row * vocab;
+    if (s.num_draft_tokens > 0)
+      on_draft_logits(*s.seq, std::span<const float>(rows, (s.num_draft_tokens + 1) * vocab),
+                      s.num_draft_tokens);
+    else
+      on_logits(*s.seq, std::span<float>(rows, vocab));
+    row += 1 + static_cast<size_t>(s.num_draft_tokens);
     generated += std::max(0, s.seq->num_generated() - before);
   }
   metrics_.add_tokens(prompt_tokens, generated, now_seconds() - start_time_);
@@ -241,6 +236,7 @@ void Engine::finish_seq(ActiveRequest& req, Sequence& seq, const std::string& re
   if (eos) fin.token.sample = *eos;
   req.stream->push(std::move(fin));
   scheduler_.finish(&seq, reason != "cancelled");
+  if (drafter_) drafter_->release(seq.id);
   if (++req.num_finished == req.request.n ||
       (reason == "cancelled" && req.num_finished == static_cast<int>(req.seqs.size())))
     finish_request(req, reason != "cancelled", "");
@@ -303,6 +299,7 @@ void Engine::publish_gauges() {
 bool Engine::step() {
   admit_incoming();
   cancel_requests();
+  if (drafter_) propose_drafts();
   const StepPlan plan = scheduler_.schedule();
   if (!plan.empty()) {
     try {
@@ -313,7 +310,10 @@ bool Engine::step() {
       for (const ScheduledSeq& s : plan.seqs) {
         auto it = requests_.find(s.seq->request_id);
         if (it == requests_.end() || it->second->done) continue;
-        for (auto& seq : it->second->seqs) scheduler_.finish(seq.get(), false);
+        for (auto& seq : it->second->seqs) {
+          scheduler_.finish(seq.get(), false);
+          if (drafter_) drafter_->release(seq->id);
+        }
         finish_request(*it->second, false, e.what());
       }
     }
@@ -352,7 +352,10 @@ void Engine::loop() {
   admit_incoming();  // runs pending tasks, so no explain_prefix() caller waits forever
   for (auto& [id, req] : requests_) {
     if (req->done) continue;
-    for (auto& seq : req->seqs) scheduler_.finish(seq.get(), false);
+    for (auto& seq : req->seqs) {
+      scheduler_.finish(seq.get(), false);
+      if (drafter_) drafter_->release(seq->id);
+    }
     finish_request(*req, false, "the server is shutting down");
   }
   requests_.clear();

@@ -90,6 +90,18 @@ void Metrics::set_gauges(const EngineGauges& g) {
   gauges_ = g;
 }
 
+void Metrics::add_spec_decode(int64_t draft_tokens, int64_t accepted_tokens) {
+  std::lock_guard lock(mu_);
+  ++spec_.num_drafts;
+  spec_.num_draft_tokens += draft_tokens;
+  spec_.num_accepted_tokens += accepted_tokens;
+}
+
+SpecDecodeStats Metrics::spec_decode() const {
+  std::lock_guard lock(mu_);
+  return spec_;
+}
+
 EngineGauges Metrics::gauges() const {
   std::lock_guard lock(mu_);
   return gauges_;
@@ -138,6 +150,15 @@ std::string Metrics::render_prometheus() const {
           static_cast<double>(num_requests_cancelled_));
   counter(out, "lmstack:request_rejected_total", "Requests refused because the queue was full.",
           static_cast<double>(num_rejected_));
+  counter(out, "lmstack:spec_decode_num_drafts_total",
+          "Speculative drafts verified (one per sequence per step).",
+          static_cast<double>(spec_.num_drafts));
+  counter(out, "lmstack:spec_decode_num_draft_tokens_total", "Draft tokens verified.",
+          static_cast<double>(spec_.num_draft_tokens));
+  counter(out, "lmstack:spec_decode_num_accepted_tokens_total", "Draft tokens the target accepted.",
+          static_cast<double>(spec_.num_accepted_tokens));
+  gauge(out, "lmstack:spec_decode_acceptance_rate", "Accepted / draft tokens since start (0-1).",
+        spec_.acceptance_rate());
   out += ttft_.render("lmstack:time_to_first_token_seconds", "Arrival to first token.");
   out += tpot_.render("lmstack:time_per_output_token_seconds",
                       "Mean time between output tokens of a request.");

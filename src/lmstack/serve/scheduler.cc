@@ -93,6 +93,8 @@ void Scheduler::preempt(Sequence* seq, StepPlan& plan) {
   cache_full_blocks(*seq, seq->num_computed);
   blocks_.release_all(seq->blocks);
   seq->num_computed = 0;
+  seq->draft.clear();
+  seq->draft_probs.clear();
   seq->status = SeqStatus::kWaiting;
   ++seq->num_preemptions;
   ++num_preemptions_;
@@ -104,7 +106,11 @@ void Scheduler::preempt(Sequence* seq, StepPlan& plan) {
 void Scheduler::schedule_running(StepPlan& plan, int& budget) {
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i];
-    const int n = std::min(seq->num_uncomputed(), budget);
+    if (seq->num_uncomputed() != 1 || budget < 2) seq->draft.clear();
+    seq->draft.resize(std::min(seq->draft.size(), static_cast<size_t>(std::max(0, budget - 1))));
+    seq->draft_probs.resize(std::min(seq->draft_probs.size(), seq->draft.size()));
+    const int num_draft = static_cast<int>(seq->draft.size());
+    const int n = std::min(seq->num_uncomputed() + num_draft, budget);
     bool preempted_self = false;
     while (!grow(*seq, seq->num_computed + n, plan)) {
       Sequence* victim = running_.back();  // the newest; never one already in the plan
@@ -115,7 +121,7 @@ void Scheduler::schedule_running(StepPlan& plan, int& budget) {
       }
     }
     if (preempted_self) break;
-    plan.seqs.push_back({seq, n, seq->num_computed + n == seq->num_tokens()});
+    plan.seqs.push_back({seq, n, seq->num_computed + n >= seq->num_tokens(), num_draft});
     budget -= n;
     ++i;
   }
@@ -163,7 +169,7 @@ StepPlan Scheduler::schedule() {
 
 void Scheduler::commit(const StepPlan& plan) {
   for (const ScheduledSeq& s : plan.seqs) {
-    s.seq->num_computed += s.num_new_tokens;
+    s.seq->num_computed += s.num_new_tokens - s.num_draft_tokens;
     if (!s.seq->prompt_in_cache && s.seq->num_computed >= s.seq->num_prompt_tokens) {
       cache_full_blocks(*s.seq, s.seq->num_prompt_tokens);
       s.seq->prompt_in_cache = true;

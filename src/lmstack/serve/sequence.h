@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,8 @@ struct Sequence {
         tokens(std::move(prompt)),
         num_prompt_tokens(static_cast<int>(tokens.size())),
         sampler(params),
-        stops(params.stop) {}
+        stops(params.stop),
+        spec_rng(params.seed ^ 0x5DEECE66DULL) {}
 
   int64_t id;
   int64_t request_id = 0;
@@ -43,6 +45,13 @@ struct Sequence {
   model::Sampler sampler;  // per-choice RNG (seed + choice)
   model::StopMatcher stops;
   std::function<std::string(int32_t)> detokenize;  // incremental, per choice
+
+  // Speculative decoding (serve/speculative.h): tokens proposed to follow `tokens`, verified in
+  // the next step, and the drafter's distribution q for each (empty: point masses). Set just
+  // before scheduling; cleared after the step and on preemption.
+  std::vector<int32_t> draft;
+  std::vector<std::vector<float>> draft_probs;
+  std::mt19937_64 spec_rng;  // draft draws and accept/reject coins; seeded from the request
 
   int num_tokens() const { return static_cast<int>(tokens.size()); }
   int num_generated() const { return num_tokens() - num_prompt_tokens; }

@@ -1,0 +1,227 @@
+// Speculative decoding in the engine on tiny in-memory models: at temperature 0 the n-gram
+// and draft-model engines emit exactly the plain engine's tokens, text and finish reasons for
+// concurrent requests (prefill chunks beside verification, stop strings, EOS and max_tokens
+// landing inside an accepted run, forced preemption), every KV block (the target's and the
+// draft's) is free afterwards, a sampled request is reproducible alone and in a batch, and a
+// draft model of another vocabulary is refused naming both sizes.
+#include <gtest/gtest.h>
+
+#include "lmstack/core/error.h"
+#include "lmstack/serve/engine.h"
+#include "serve/tiny_model.h"
+
+namespace lmstack::serve {
+namespace {
+
+using test::make_prompt;
+
+struct Output {
+  std::vector<int32_t> tokens;
+  std::string text, finish_reason;
+  bool operator==(const Output&) const = default;
+};
+
+Output collect(RequestStream& stream) {
+  Output o;
+  while (auto e = stream.next(std::chrono::milliseconds(0))) {
+    if (e->kind == StreamEvent::Kind::kToken) {
+      if (e->token.token >= 0) o.tokens.push_back(e->token.token);
+      o.text += e->token.text;
+    } else if (e->kind == StreamEvent::Kind::kFinish) {
+      o.finish_reason = e->finish_reason;
+    }
+  }
+  return o;
+}
+
+std::string letter(int32_t id) { return std::string(1, static_cast<char>('a' + id % 26)); }
+
+class SpecEngineTest : public ::testing::Test {
+ protected:
+  SpecEngineTest()
+      : target_(test::make_tiny_model(1)), other_(test::make_tiny_model(2)), pool_(1) {}
+
+  EngineOptions options(SpecMethod method, const test::TinyModel* draft = nullptr,
+                        int64_t num_blocks = 256, int budget = 48) {
+    EngineOptions o;
+    o.num_blocks = num_blocks;
+    o.block_size = 4;
+    o.scheduler.max_batch_tokens = budget;
+    o.make_detokenizer = [] { return [](int32_t id) { return letter(id); }; };
+    o.spec.method = method;
+    o.spec.num_tokens = 4;
+    o.spec.ngram_max = 3;
+    if (draft) {
+      o.spec.draft_config = &draft->config;
+      o.spec.draft_weights = &draft->weights;
+    }
+    return o;
+  }
+
+  std::vector<Output> run(const EngineOptions& o, const std::vector<EngineRequest>& reqs) {
+    engine_ = std::make_unique<Engine>(target_->config, target_->weights, pool_, o);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const auto& r : reqs) streams.push_back(*engine_->submit(r));
+    engine_->run_until_idle();
+    std::vector<Output> out;
+    for (auto& s : streams) out.push_back(collect(*s));
+    return out;
+  }
+
+  // Prompts of different lengths, half of them a short pattern repeated (n-gram lookup finds
+  // matches there), with different max_tokens.
+  static std::vector<EngineRequest> requests(int count) {
+    std::vector<EngineRequest> reqs;
+    for (int i = 0; i < count; ++i) {
+      EngineRequest r;
+      r.prompt = make_prompt(3 + (i * 7) % 29, static_cast<uint32_t>(i + 1));
+      if (i % 2 == 1) {
+        const auto unit = r.prompt;
+        for (int rep = 0; rep < 3; ++rep) r.prompt.insert(r.prompt.end(), unit.begin(), unit.end());
+      }
+      r.params.temperature = 0;
+      r.params.max_tokens = 5 + (i * 5) % 23;
+      reqs.push_back(std::move(r));
+    }
+    return reqs;
+  }
+
+  void expect_equal(const std::vector<Output>& got, const std::vector<Output>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+      EXPECT_EQ(got[i].text, want[i].text) << "request " << i;
+      EXPECT_EQ(got[i].finish_reason, want[i].finish_reason) << "request " << i;
+    }
+  }
+
+  // Every target block is free or held by the prefix cache alone, the draft pool is empty.
+  void expect_no_block_leak(int64_t num_blocks) {
+    EXPECT_EQ(engine_->block_manager().num_free() +
+                  engine_->prefix_cache_stats().value_or(PrefixCacheStats{}).num_cached_blocks,
+              num_blocks);
+    engine_->clear_prefix_cache();
+    EXPECT_EQ(engine_->block_manager().num_free(), num_blocks);
+    if (engine_->drafter()) {
+      EXPECT_EQ(engine_->drafter()->num_blocks_held(), 0);
+    }
+  }
+
+  std::unique_ptr<test::TinyModel> target_, other_;
+  ThreadPool pool_;
+  std::unique_ptr<Engine> engine_;
+};
+
+TEST_F(SpecEngineTest, GreedyNgramEqualsThePlainEngine) {
+  const auto reqs = requests(12);
+  const auto plain = run(options(SpecMethod::kNone), reqs);
+  const auto spec = run(options(SpecMethod::kNgram), reqs);
+  expect_equal(spec, plain);
+  const SpecDecodeStats st = engine_->metrics().spec_decode();
+  EXPECT_GT(st.num_drafts, 0);
+  EXPECT_GT(st.num_accepted_tokens, 0);  // multi-token steps were exercised
+  EXPECT_LT(st.num_accepted_tokens, st.num_draft_tokens);
+  expect_no_block_leak(256);
+}
+
+TEST_F(SpecEngineTest, GreedyDraftModelEqualsThePlainEngine) {
+  const auto reqs = requests(12);
+  const auto plain = run(options(SpecMethod::kNone), reqs);
+  // The target drafting for itself: every draft is accepted, steps emit k + 1 tokens.
+  expect_equal(run(options(SpecMethod::kDraft, target_.get()), reqs), plain);
+  const SpecDecodeStats self = engine_->metrics().spec_decode();
+  EXPECT_EQ(self.num_accepted_tokens, self.num_draft_tokens);
+  expect_no_block_leak(256);
+  // Another random model: most drafts are rejected and the draft KV rolls back.
+  expect_equal(run(options(SpecMethod::kDraft, other_.get()), reqs), plain);
+  const SpecDecodeStats other = engine_->metrics().spec_decode();
+  EXPECT_LT(other.acceptance_rate(), 0.5);
+  expect_no_block_leak(256);
+}
+
+// A budget of 10 tokens puts prefill chunks and drafts (cut to the budget) in the same steps.
+TEST_F(SpecEngineTest, SmallBudgetMixesPrefillChunksAndVerification) {
+  const auto reqs = requests(8);
+  const auto plain = run(options(SpecMethod::kNone, nullptr, 256, 10), reqs);
+  expect_equal(run(options(SpecMethod::kDraft, target_.get(), 256, 10), reqs), plain);
+  expect_no_block_leak(256);
+  expect_equal(run(options(SpecMethod::kNgram, nullptr, 256, 10), reqs), plain);
+  expect_no_block_leak(256);
+}
+
+TEST_F(SpecEngineTest, StopStringEosAndMaxTokensInsideAnAcceptedRun) {
+  EngineRequest r;
+  r.prompt = make_prompt(12, 8);
+  r.params.temperature = 0;
+  r.params.max_tokens = 14;
+  const Output full = run(options(SpecMethod::kNone), {r})[0];
+  ASSERT_EQ(full.tokens.size(), 14u);
+  std::vector<EngineRequest> reqs;
+  for (int m = 1; m <= 7; ++m) {  // max_tokens at every offset of a k + 1 = 5 token step
+    reqs.push_back(r);
+    reqs.back().params.max_tokens = m;
+  }
+  reqs.push_back(r);
+  reqs.back().params.stop = {full.text.substr(6, 2)};  // generated tokens 6 and 7
+  const auto plain = run(options(SpecMethod::kNone), reqs);
+  EXPECT_EQ(plain.back().finish_reason, "stop");
+  const auto spec = run(options(SpecMethod::kDraft, target_.get()), reqs);
+  expect_equal(spec, plain);
+  EXPECT_GT(engine_->metrics().spec_decode().num_accepted_tokens, 0);
+  // EOS = generated token 3, reached inside a run of accepted drafts.
+  EngineOptions plain_eos = options(SpecMethod::kNone),
+                spec_eos = options(SpecMethod::kDraft, target_.get());
+  plain_eos.eos_ids = spec_eos.eos_ids = {full.tokens[3]};
+  const auto eos_plain = run(plain_eos, {r});
+  EXPECT_EQ(eos_plain[0].finish_reason, "stop");
+  expect_equal(run(spec_eos, {r}), eos_plain);
+  expect_no_block_leak(256);
+}
+
+TEST_F(SpecEngineTest, ForcedPreemptionWithSpeculationLeavesOutputsIdentical) {
+  const auto reqs = requests(8);
+  const auto plain = run(options(SpecMethod::kNone), reqs);
+  for (const test::TinyModel* draft : {static_cast<const test::TinyModel*>(nullptr),
+                                       static_cast<const test::TinyModel*>(target_.get())}) {
+    const auto cramped =
+        run(options(draft ? SpecMethod::kDraft : SpecMethod::kNgram, draft, 32), reqs);
+    EXPECT_GT(engine_->metrics().gauges().num_preemptions, 0);
+    expect_equal(cramped, plain);
+    expect_no_block_leak(32);
+  }
+}
+
+// The speculative RNG is per sequence, so a seeded sampled request is reproducible whatever
+// else is in the batch.
+TEST_F(SpecEngineTest, SampledRequestIsTheSameAloneAndInABatch) {
+  auto reqs = requests(6);
+  for (auto& r : reqs) {
+    r.params.temperature = 0.8f;
+    r.params.top_p = 0.95f;
+    r.params.seed = 123;
+  }
+  for (SpecMethod m : {SpecMethod::kNgram, SpecMethod::kDraft}) {
+    const auto batch = run(options(m, other_.get()), reqs);
+    for (size_t i = 0; i < reqs.size(); ++i)
+      EXPECT_EQ(run(options(m, other_.get()), {reqs[i]})[0], batch[i]) << "request " << i;
+    expect_no_block_leak(256);
+  }
+}
+
+TEST_F(SpecEngineTest, DraftModelOfAnotherVocabularyIsRefused) {
+  const auto small = test::make_tiny_model(3, 64);
+  try {
+    Engine e(target_->config, target_->weights, pool_, options(SpecMethod::kDraft, small.get()));
+    FAIL() << "a 64-token draft for a 96-token target was accepted";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--draft-model"), std::string::npos) << what;
+    EXPECT_NE(what.find("64"), std::string::npos) << what;
+    EXPECT_NE(what.find("96"), std::string::npos) << what;
+  }
+  EXPECT_THROW(Engine(target_->config, target_->weights, pool_, options(SpecMethod::kDraft)),
+               ConfigError);  // draft without a model
+}
+
+}  // namespace
+}  // namespace lmstack::serve
