@@ -6,6 +6,9 @@
 // draft model of another vocabulary is refused naming both sizes.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <map>
+
 #include "lmstack/core/error.h"
 #include "lmstack/serve/engine.h"
 #include "serve/tiny_model.h"
@@ -206,6 +209,86 @@ TEST_F(SpecEngineTest, SampledRequestIsTheSameAloneAndInABatch) {
       EXPECT_EQ(run(options(m, other_.get()), {reqs[i]})[0], batch[i]) << "request " << i;
     expect_no_block_leak(256);
   }
+}
+
+// Sampled output keeps the target's distribution through the whole engine: the joint law of
+// the first three tokens (the 2nd and 3rd come out of verification) under temperature 1.5,
+// top-k 2 (8 outcomes), over 3000 seeds each, with and without speculation. Two-sample chi-square,
+// sum (a - b)^2 / (a + b) ~ chi2(7) under equal laws; the bound 40 has p < 1e-5. The same
+// bound separates temperature 1.5 from 0.7, so the test can fail.
+std::map<std::vector<int32_t>, int> outcome_counts(const std::vector<Output>& outs) {
+  std::map<std::vector<int32_t>, int> counts;
+  for (const Output& o : outs) ++counts[o.tokens];
+  return counts;
+}
+
+double two_sample_chi2(const std::vector<Output>& a, const std::vector<Output>& b) {
+  auto ca = outcome_counts(a), cb = outcome_counts(b);
+  for (const auto& [k, v] : ca) cb[k] += 0;
+  double x = 0;
+  for (const auto& [k, nb] : cb) {
+    const double na = ca[k];
+    x += (na - nb) * (na - nb) / (na + nb);
+  }
+  return x;
+}
+
+TEST_F(SpecEngineTest, SampledOutputKeepsTheTargetDistribution) {
+  // The prompt holds its own greedy continuation twice, so n-gram lookup finds drafts the
+  // target often agrees with.
+  EngineRequest seed_req;
+  seed_req.prompt = make_prompt(4, 17);
+  seed_req.params.temperature = 0;
+  seed_req.params.max_tokens = 8;
+  const auto greedy = run(options(SpecMethod::kNone), {seed_req})[0].tokens;
+  std::vector<int32_t> prompt = seed_req.prompt;
+  for (int rep = 0; rep < 2; ++rep) prompt.insert(prompt.end(), greedy.begin(), greedy.end());
+  std::vector<EngineRequest> reqs;
+  for (int i = 0; i < 3000; ++i) {
+    EngineRequest r;
+    r.prompt = prompt;
+    r.params.temperature = 1.5f;
+    r.params.top_k = 2;
+    r.params.max_tokens = 3;
+    r.params.ignore_eos = true;
+    reqs.push_back(std::move(r));
+  }
+  // Each run gets its own seeds: the first token comes from the same sampler with or without
+  // speculation, and shared seeds would make the two samples dependent.
+  uint64_t next_seed = 0;
+  const auto with = [&](SpecMethod m, const test::TinyModel* draft) {
+    EngineOptions o = options(m, draft, 2048, 512);
+    o.max_waiting = 4096;
+    for (auto& r : reqs) r.params.seed = next_seed++;
+    return run(o, reqs);
+  };
+  const auto plain = with(SpecMethod::kNone, nullptr);
+  EXPECT_EQ(outcome_counts(plain).size(), 8u);
+  const auto ngram = with(SpecMethod::kNgram, nullptr);
+  const SpecDecodeStats ng = engine_->metrics().spec_decode();
+  std::printf("n-gram: %lld of %lld accepted\n", static_cast<long long>(ng.num_accepted_tokens),
+              static_cast<long long>(ng.num_draft_tokens));
+  EXPECT_GT(ng.num_accepted_tokens, 1000);
+  const double chi2_ngram = two_sample_chi2(ngram, plain);
+  EXPECT_LT(chi2_ngram, 40);
+  // A draft close to the target (its lm_head perturbed by 30%), so that q overlaps p without
+  // equalling it: acceptance is partial and the residual max(0, p - q) is drawn from.
+  const auto near = test::make_tiny_model(1);
+  std::mt19937 rng(9);
+  std::normal_distribution<float> noise(0.0f, 0.3f);
+  float* head = near->weights.lm_head.data<float>();
+  for (int64_t i = 0; i < near->weights.lm_head.numel(); ++i) head[i] += noise(rng);
+  const auto draft = with(SpecMethod::kDraft, near.get());
+  const SpecDecodeStats st = engine_->metrics().spec_decode();
+  std::printf("draft: %lld of %lld accepted\n", static_cast<long long>(st.num_accepted_tokens),
+              static_cast<long long>(st.num_draft_tokens));
+  EXPECT_GT(st.num_accepted_tokens, 500);
+  EXPECT_LT(st.num_accepted_tokens, st.num_draft_tokens);
+  const double chi2_draft = two_sample_chi2(draft, plain);
+  EXPECT_LT(chi2_draft, 40);
+  std::printf("two-sample chi2 (7 dof): n-gram %.1f, draft %.1f\n", chi2_ngram, chi2_draft);
+  for (auto& r : reqs) r.params.temperature = 0.7f;
+  EXPECT_GT(two_sample_chi2(with(SpecMethod::kNone, nullptr), plain), 40);
 }
 
 TEST_F(SpecEngineTest, DraftModelOfAnotherVocabularyIsRefused) {
