@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <map>
 
+#include <fmt/format.h>
+
 #include "lmstack/core/error.h"
 #include "lmstack/serve/engine.h"
 #include "serve/tiny_model.h"
@@ -289,6 +291,45 @@ TEST_F(SpecEngineTest, SampledOutputKeepsTheTargetDistribution) {
   std::printf("two-sample chi2 (7 dof): n-gram %.1f, draft %.1f\n", chi2_ngram, chi2_draft);
   for (auto& r : reqs) r.params.temperature = 0.7f;
   EXPECT_GT(two_sample_chi2(with(SpecMethod::kNone, nullptr), plain), 40);
+}
+
+// After a rejection the draft model's KV holds drafts the target replaced: rolled back to
+// the common prefix, it proposes exactly what a fresh drafter proposes for the new tokens.
+TEST_F(SpecEngineTest, DraftModelRollsItsKvBackToTheAcceptedPrefix) {
+  model::SamplingParams greedy;
+  greedy.temperature = 0;
+  DraftModelDrafter used(target_->config, target_->weights, pool_, 96, 64, 4);
+  Sequence seq(0, make_prompt(9, 4), greedy);
+  const DraftSlot slot{&seq, 4};
+  used.propose({&slot, 1});  // feeds the prompt and drafts 1-3
+  ASSERT_EQ(seq.draft.size(), 4u);
+  const std::vector<int32_t> first = seq.draft;
+  seq.tokens.push_back(first[0]);             // accepted
+  seq.tokens.push_back((first[1] + 1) % 96);  // the target's replacement for draft 2
+  used.propose({&slot, 1});
+  DraftModelDrafter fresh(target_->config, target_->weights, pool_, 96, 64, 4);
+  Sequence same(1, seq.tokens, greedy);
+  const DraftSlot fresh_slot{&same, 4};
+  fresh.propose({&fresh_slot, 1});
+  EXPECT_EQ(seq.draft, same.draft);
+  EXPECT_GT(used.num_blocks_held(), 0);
+  used.release(0);
+  EXPECT_EQ(used.num_blocks_held(), 0);
+}
+
+TEST_F(SpecEngineTest, MetricsExposeTheSpeculationCounters) {
+  run(options(SpecMethod::kDraft, target_.get()), requests(4));
+  const SpecDecodeStats st = engine_->metrics().spec_decode();
+  const std::string text = engine_->metrics().render_prometheus();
+  EXPECT_NE(text.find(fmt::format("lmstack:spec_decode_num_drafts_total {}\n", st.num_drafts)),
+            std::string::npos);
+  EXPECT_NE(text.find(fmt::format("lmstack:spec_decode_num_draft_tokens_total {}\n",
+                                  st.num_draft_tokens)),
+            std::string::npos);
+  EXPECT_NE(text.find(fmt::format("lmstack:spec_decode_num_accepted_tokens_total {}\n",
+                                  st.num_accepted_tokens)),
+            std::string::npos);
+  EXPECT_NE(text.find("lmstack:spec_decode_acceptance_rate 1\n"), std::string::npos) << text;
 }
 
 TEST_F(SpecEngineTest, DraftModelOfAnotherVocabularyIsRefused) {
