@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "lmstack/core/error.h"
@@ -115,26 +116,39 @@ TEST(SamplerProbabilities, GreedyIsAPointMassOnTheFirstArgmax) {
             (std::vector<float>{0, 1, 0, 0}));
 }
 
-// sample() must draw from exactly what probabilities() returns, filters included.
+// sample() must draw from exactly what probabilities() returns, for each filter path: top-k
+// with top-p (partial sort), top-p alone (full sort), min-p, and none (no sort).
 TEST(SamplerProbabilities, SampleDrawsFromTheReturnedDistribution) {
-  model::SamplingParams sp;
-  sp.temperature = 0.7f;
-  sp.top_k = 4;
-  sp.top_p = 0.9f;
-  sp.seed = 42;
   const std::vector<float> logits = {1.0f, 2.5f, 0.2f, 2.0f, -1.0f};
-  model::Sampler s(sp);
-  const std::vector<float> p = s.probabilities(logits, {});
-  double sum = 0;
-  for (float x : p) sum += x;
-  EXPECT_NEAR(sum, 1.0, 1e-6);
-  EXPECT_EQ(p[4], 0.0f);  // outside top-k
-  std::vector<int> counts(p.size(), 0);
-  for (int i = 0; i < kDraws; ++i) {
-    std::vector<float> copy = logits;
-    ++counts[static_cast<size_t>(s.sample(copy, {}).token)];
+  struct Case {
+    float temperature;
+    int top_k;
+    float top_p, min_p;
+    int num_zero;  // tokens the filters remove
+  };
+  for (const Case& c : {Case{0.7f, 4, 0.9f, 0.0f, 3}, Case{1.3f, 0, 0.8f, 0.0f, 2},
+                        Case{0.9f, 0, 1.0f, 0.2f, 3}, Case{1.0f, 0, 1.0f, 0.0f, 0}}) {
+    SCOPED_TRACE(::testing::Message() << "temperature " << c.temperature << " top_k " << c.top_k
+                                      << " top_p " << c.top_p << " min_p " << c.min_p);
+    model::SamplingParams sp;
+    sp.temperature = c.temperature;
+    sp.top_k = c.top_k;
+    sp.top_p = c.top_p;
+    sp.min_p = c.min_p;
+    sp.seed = 42;
+    model::Sampler s(sp);
+    const std::vector<float> p = s.probabilities(logits, {});
+    double sum = 0;
+    for (float x : p) sum += x;
+    EXPECT_NEAR(sum, 1.0, 1e-6);
+    EXPECT_EQ(std::count(p.begin(), p.end(), 0.0f), c.num_zero);
+    std::vector<int> counts(p.size(), 0);
+    for (int i = 0; i < kDraws; ++i) {
+      std::vector<float> copy = logits;
+      ++counts[static_cast<size_t>(s.sample(copy, {}).token)];
+    }
+    expect_follows(counts, p);
   }
-  expect_follows(counts, p);
 }
 
 TEST(NgramDrafter, ProposesWhatFollowedTheLongestLatestMatch) {

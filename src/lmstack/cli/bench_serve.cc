@@ -385,6 +385,9 @@ int run_bench_serve(BenchServeOptions o) {
   if (o.request_rate_text != "inf") o.request_rate = std::stod(o.request_rate_text);
   if (o.url.empty() == o.model.empty())
     throw_error<RequestError>("bench serve: give exactly one of --url and --model");
+  if (!o.url.empty() && (o.spec.method != "none" || !o.spec.draft_model.empty()))
+    throw_error<RequestError>(
+        "--spec / --draft-model: only with --model (start the server with them)");
   Json r;
   if (!o.model.empty()) {
     r = bench_in_process(o);

@@ -127,14 +127,18 @@ std::vector<float> Sampler::probabilities(std::span<const float> logits,
   }
   std::vector<int32_t> cand(l.size());
   std::iota(cand.begin(), cand.end(), 0);
-  // Without filters the order does not matter: skip the O(V log V) sort.
-  const bool filtered = params_.top_k > 0 || params_.top_p < 1.0f || params_.min_p > 0.0f;
-  if (filtered)
-    std::sort(cand.begin(), cand.end(), [&](int32_t a, int32_t b) {
-      const float la = l[static_cast<size_t>(a)], lb = l[static_cast<size_t>(b)];
-      return la > lb || (la == lb && a < b);
-    });
+  // Without filters the order does not matter: skip the O(V log V) sort; top-k alone needs
+  // only its k best in order.
+  const auto better = [&](int32_t a, int32_t b) {
+    const float la = l[static_cast<size_t>(a)], lb = l[static_cast<size_t>(b)];
+    return la > lb || (la == lb && a < b);
+  };
   size_t n = params_.top_k > 0 ? std::min<size_t>(params_.top_k, cand.size()) : cand.size();
+  if (n < cand.size())
+    std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(n), cand.end(),
+                      better);
+  else if (params_.top_p < 1.0f || params_.min_p > 0.0f)
+    std::sort(cand.begin(), cand.end(), better);
   std::vector<double> probs(n);
   double sum = 0;
   for (size_t i = 0; i < n; ++i)
