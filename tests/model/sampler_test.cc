@@ -2,8 +2,10 @@
 // penalties by their formulas, and logprobs against a direct log-softmax.
 #include "lmstack/model/sampler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 
 #include <gtest/gtest.h>
 
@@ -66,6 +68,51 @@ TEST(Sampler, TopKTopPMinPRestrictTheSupport) {
   h = histogram(mp, logits, 3000);
   EXPECT_EQ(h.count(3), 0u);
   EXPECT_GT(h[2], 0);
+}
+
+// A vocabulary large enough that top-p must sort past the first 64 and 256 candidates
+// (the sampler sorts only as far as the filters need): the support it keeps equals the
+// smallest prefix of the fully sorted list with the mass, computed here in double.
+TEST(Sampler, TopPOverALargeVocabularyKeepsTheExactPrefix) {
+  const int vocab = 5000;
+  std::vector<float> logits(vocab);
+  for (int i = 0; i < vocab; ++i)  // a flat-ish, shuffled distribution: many tokens per 0.9
+    logits[static_cast<size_t>(i)] = 0.002f * static_cast<float>((i * 7919) % vocab);
+  std::vector<int32_t> order(vocab);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)];
+  });
+  double z = 0;
+  for (float l : logits) z += std::exp(static_cast<double>(l));
+  SamplingParams p;
+  p.top_p = 0.5f;
+  size_t keep = 0;
+  for (double mass = 0; mass < p.top_p; ++keep)
+    mass += std::exp(static_cast<double>(logits[static_cast<size_t>(order[keep])])) / z;
+  ASSERT_GT(keep, 256u);
+  const float lowest_kept = logits[static_cast<size_t>(order[keep - 1])];
+  const auto h = histogram(p, logits, 4000);
+  for (const auto& [token, count] : h)
+    EXPECT_GE(logits[static_cast<size_t>(token)], lowest_kept) << "token " << token;
+  EXPECT_GT(h.size(), keep / 2);  // the kept tokens are all reachable, not just the top few
+}
+
+// Masked (-inf) logits, as a grammar mask writes them, are never sampled, with or without
+// filters, and the reported logprob of the chosen token stays the log-softmax.
+TEST(Sampler, MaskedLogitsAreNeverChosen) {
+  std::vector<float> logits(300, 0.0f);
+  for (size_t i = 0; i < logits.size(); i += 3) logits[i] = -INFINITY;
+  for (float top_p : {1.0f, 0.9f}) {
+    SamplingParams p;
+    p.top_p = top_p;
+    const auto h = histogram(p, logits, 3000);
+    for (const auto& [token, count] : h) EXPECT_NE(token % 3, 0) << "token " << token;
+  }
+  SamplingParams p;
+  Sampler s(p);
+  std::vector<float> l = logits;
+  EXPECT_NEAR(s.sample(l, {}).logprob, -std::log(200.0), 1e-5);
 }
 
 TEST(Sampler, TemperatureSharpens) {

@@ -221,9 +221,20 @@ TEST_F(EngineTest, SeededSamplingIsTheSameAloneAndInABatch) {
     reqs[i].params.top_k = 20;
     reqs[i].params.seed = 1000 + i;
   }
+  reqs[1].params.top_k = 0;  // the unfiltered and the top-p paths of the sampler too
+  reqs[2].params.top_k = 0;
+  reqs[2].params.top_p = 0.7f;
   const auto batch = run_batch(options(256, true), reqs);
   for (size_t i = 0; i < reqs.size(); ++i)
     EXPECT_EQ(batch[i].choices[0].tokens, generate_alone(reqs[i].prompt, reqs[i].params));
+  // Two threads sample the rows of a step in parallel (Engine::sample_rows): same tokens.
+  ThreadPool two(2);
+  Engine parallel(model_->config, model_->weights, two, options(256, true));
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const auto& r : reqs) streams.push_back(*parallel.submit(r));
+  parallel.run_until_idle();
+  for (size_t i = 0; i < reqs.size(); ++i)
+    EXPECT_EQ(collect(*streams[i], 1).choices[0].tokens, batch[i].choices[0].tokens);
 }
 
 TEST_F(EngineTest, StopStringSpanningTokensEndsTheChoice) {
@@ -299,6 +310,36 @@ TEST_F(EngineTest, AFullQueueRefusesAndTheRestIsServed) {
   EXPECT_TRUE(engine.submit(r).has_value()) << "room again once the queue drained";
   EXPECT_NE(engine.metrics().render_prometheus().find("lmstack:request_rejected_total 1"),
             std::string::npos);
+}
+
+// The step-phase counters count exactly the steps that ran a batch, and their phases add
+// up to no more than the wall time the steps took.
+TEST_F(EngineTest, StepPhaseCountersCoverEveryWorkingStep) {
+  Engine engine(model_->config, model_->weights, pool_, options(64, false));
+  EngineRequest r;
+  r.prompt = make_prompt(20, 1);
+  r.params = greedy(5);
+  ASSERT_TRUE(engine.submit(r).has_value());
+  int working = 0;
+  const auto start = std::chrono::steady_clock::now();
+  while (engine.step()) ++working;
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(working, 5);  // the prompt (one or more chunks), then one step per further token
+  const std::string text = "\n" + engine.metrics().render_prometheus();
+  const auto value = [&](const std::string& name) {
+    const size_t at = text.find("\n" + name + " ");
+    EXPECT_NE(at, std::string::npos) << name;
+    return at == std::string::npos ? -1.0 : std::atof(text.c_str() + at + name.size() + 2);
+  };
+  EXPECT_EQ(value("lmstack:engine_steps_total"), working);
+  const double forward = value("lmstack:engine_forward_seconds_total");
+  const double sample = value("lmstack:engine_sample_seconds_total");
+  const double schedule = value("lmstack:engine_schedule_seconds_total");
+  EXPECT_GT(forward, 0);
+  EXPECT_GT(sample, 0);
+  EXPECT_GE(schedule, 0);
+  EXPECT_LE(forward + sample + schedule, wall * 1.0001);
 }
 
 TEST_F(EngineTest, LoopThreadServesConcurrentSubmitters) {

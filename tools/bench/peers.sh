@@ -9,7 +9,8 @@
 # venv; both live in the cache directory, outside the repository, and are reused.
 # Prints the table model x type x {prefill, decode} (lmstack, llama.cpp, ratio, % of this
 # machine's limit as `lmstack doctor` measured it) plus training, and writes a JSON copy to
-# bench/results/<cpu-model>.json. docs/bench_peers.md shows a run and explains the columns.
+# bench/results/<cpu-model>-<isa>.json (isa: avx512 or avx2). docs/bench_peers.md shows a run
+# and explains the columns.
 #
 # Usage: tools/bench/peers.sh [--models smollm-135m,smollm-360m] [--types f32,f16,q8_0,q4_0]
 #          [--reps 3] [--threads 2] [--prompt 512] [--gen 128] [--skip-train] [--skip-infer]
@@ -80,6 +81,11 @@ CPU_MODEL=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cpu
   "$WORK/doctor.json")
 CPU_SLUG=$(echo "$CPU_MODEL" | tr '[:upper:]' '[:lower:]' | sed -E 's/\((r|tm)\)//g; s/[^a-z0-9]+/-/g; s/^-+|-+$//g')
 [ -n "$CPU_SLUG" ] || CPU_SLUG=unknown-cpu
+# The model string alone does not tell machine kinds apart ("AMD EPYC" is both a Zen 3 with
+# AVX2 only and a Zen 4 with AVX-512): the widest vector ISA goes into the name too.
+CPU_ISA=$(python3 -c 'import json,sys; f=json.load(open(sys.argv[1]))["cpu"]["features"]; print("avx512" if "avx512f" in f else "avx2" if "avx2" in f else "sse")' \
+  "$WORK/doctor.json")
+CPU_SLUG=$CPU_SLUG-$CPU_ISA
 OUT=${OUT:-$ROOT/bench/results/$CPU_SLUG.json}
 
 # --- llama.cpp (from the llama-cpp-python sdist) ------------------------------------------------

@@ -219,6 +219,33 @@ Json spec_report(const serve::SpecDecodeStats& before, const serve::SpecDecodeSt
               {"acceptance_rate", d.acceptance_rate()},
               {"mean_acceptance_length", d.mean_acceptance_length()}};
 }
+// The engine's step-phase counters (Metrics::add_step) at one moment; the difference over
+// the run says where the server's time went. Zero where the server does not export them.
+struct EngineCounters {
+  double steps = 0, schedule_s = 0, forward_s = 0, sample_s = 0;
+  static EngineCounters read(const std::string& host, int port, const std::string& key) {
+    httplib::Client client(host, port);
+    EngineCounters c;
+    if (auto text = KvWatcher::metrics(client, key)) {
+      c.steps = metric_value(*text, "lmstack:engine_steps_total");
+      c.schedule_s = metric_value(*text, "lmstack:engine_schedule_seconds_total");
+      c.forward_s = metric_value(*text, "lmstack:engine_forward_seconds_total");
+      c.sample_s = metric_value(*text, "lmstack:engine_sample_seconds_total");
+    }
+    return c;
+  }
+  // Per-step means over the run, in ms, and the fraction of the run the engine was busy.
+  Json since(const EngineCounters& before, double duration_s) const {
+    const double n = std::max(1.0, steps - before.steps);
+    const double busy = (schedule_s - before.schedule_s) + (forward_s - before.forward_s) +
+                        (sample_s - before.sample_s);
+    return Json{{"steps", steps - before.steps},
+                {"schedule_ms_per_step", 1e3 * (schedule_s - before.schedule_s) / n},
+                {"forward_ms_per_step", 1e3 * (forward_s - before.forward_s) / n},
+                {"sample_ms_per_step", 1e3 * (sample_s - before.sample_s) / n},
+                {"busy_fraction", duration_s > 0 ? busy / duration_s : 0.0}};
+  }
+};
 
 Json measure(const std::string& host, int port, const BenchServeOptions& o,
              const std::string& model) {
@@ -233,6 +260,7 @@ Json measure(const std::string& host, int port, const BenchServeOptions& o,
     arrival[i] = arrival[i - 1] + (o.request_rate > 0 ? gap(rng) : 0.0);
   std::vector<Sample> samples(arrival.size());
   std::atomic<size_t> next{0};
+  const EngineCounters engine_before = EngineCounters::read(host, port, o.api_key);
   KvWatcher watcher;
   std::thread watch([&] { watcher.run(host, port, o.api_key); });
   const auto start = Clock::now();
@@ -251,6 +279,7 @@ Json measure(const std::string& host, int port, const BenchServeOptions& o,
   watcher.stop = true;
   watch.join();
   const Json spec = spec_report(spec_before, spec_counters(host, port, o.api_key));
+  const Json engine = EngineCounters::read(host, port, o.api_key).since(engine_before, duration);
   std::vector<double> ttft, tpot, itl, e2e;
   int64_t ok = 0, in_tokens = 0, out_tokens = 0, cached = 0, good = 0;
   for (const Sample& s : samples) {
@@ -289,7 +318,8 @@ Json measure(const std::string& host, int port, const BenchServeOptions& o,
               {"peak_kv_usage", watcher.peak_usage},
               {"peak_kv_running_blocks", watcher.peak_running_blocks},
               {"peak_kv_utilisation", watcher.peak_utilisation},
-              {"spec_decode", spec}};
+              {"spec_decode", spec},
+              {"engine", engine}};
 }
 
 void print_report(const Json& r) {
@@ -325,6 +355,14 @@ void print_report(const Json& r) {
         static_cast<long long>(spec["num_accepted_tokens"].get<int64_t>()),
         static_cast<long long>(spec["num_draft_tokens"].get<int64_t>()),
         spec["mean_acceptance_length"].get<double>());
+  const Json& e = r["engine"];
+  if (e["steps"].get<double>() > 0)
+    std::printf(
+        "engine        %.0f steps, per step %.2f ms forward + %.2f ms sampling/streaming + %.2f ms "
+        "scheduling; busy %.1f%% of the run\n",
+        e["steps"].get<double>(), e["forward_ms_per_step"].get<double>(),
+        e["sample_ms_per_step"].get<double>(), e["schedule_ms_per_step"].get<double>(),
+        100 * e["busy_fraction"].get<double>());
 }
 
 std::string served_model(const std::string& host, int port, const BenchServeOptions& o) {

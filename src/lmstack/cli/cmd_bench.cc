@@ -1,6 +1,8 @@
 // `lmstack bench prefill|decode|tokenizer`: end-to-end speed, median of repeated runs, with
 // achieved FLOP/s or bytes/s beside this machine's measured limits (doctor). Decode is judged
 // by the bandwidth roofline (bytes read per step ÷ step time), prefill by the f32 FMA peak.
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <random>
 
@@ -12,6 +14,7 @@
 #include "lmstack/cli/bench_train.h"
 #include "lmstack/cli/command.h"
 #include "lmstack/cli/model_session.h"
+#include "lmstack/core/memory.h"
 #include "lmstack/core/thread_pool.h"
 #include "lmstack/core/timer.h"
 #include "lmstack/model/decoder.h"
@@ -61,6 +64,47 @@ std::vector<int32_t> random_tokens(int n, int vocab, std::mt19937& rng) {
   return t;
 }
 
+// What the benchmark holds (issue 20 item 6), taken right after the timed runs: weights and
+// the KV pool from the ledger against calc, the forward's scratch at its peak (no calc model
+// for inference scratch: it is the decoder's per-token buffers times the batch's tokens), and
+// the process's peak RSS, whose excess over the three is the allocator, the logits, the
+// tokenizer and the binary.
+struct BenchMemory {
+  double weights = 0, weights_calc = 0, kv = 0, kv_calc = 0, activations_peak = 0, peak_rss = 0;
+  static BenchMemory measure(const BenchSetup& b, const std::string& kv_dtype) {
+    const model::ModelConfig& c = b.session.model.config;
+    BenchMemory m;
+    m.weights = static_cast<double>(memory_snapshot().held(MemoryCategory::kWeights));
+    m.weights_calc = predicted_weight_bytes(c, b.session.model.weights, b.session.model.path);
+    m.kv = static_cast<double>(b.cache->bytes());
+    m.kv_calc = calc::kv_bytes_per_token(
+                    calc::ModelShape::from_hf_config(c.to_json(), b.session.model.path), kv_dtype) *
+                static_cast<double>(b.cache->num_blocks() * b.cache->block_size());
+    m.activations_peak = static_cast<double>(memory_peak(MemoryCategory::kActivations));
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    m.peak_rss = static_cast<double>(u.ru_maxrss) * 1024.0;  // Linux reports KiB
+    return m;
+  }
+  Json json() const {
+    return Json{{"weights_bytes", weights},
+                {"weights_bytes_calc", weights_calc},
+                {"kv_cache_bytes", kv},
+                {"kv_cache_bytes_calc", kv_calc},
+                {"activations_peak_bytes", activations_peak},
+                {"peak_rss_bytes", peak_rss}};
+  }
+  std::string line() const {
+    return fmt::format(
+        "memory: weights {:.1f} MB (calc {:.1f}, ratio {:.3f}), KV pool {:.1f} MB (calc {:.1f}, "
+        "ratio {:.3f}), activation scratch peak {:.1f} MB; peak RSS {:.1f} MB ({:.1f} MB beyond "
+        "the three)",
+        weights / 1e6, weights_calc / 1e6, weights / weights_calc, kv / 1e6, kv_calc / 1e6,
+        kv / kv_calc, activations_peak / 1e6, peak_rss / 1e6,
+        (peak_rss - weights - kv - activations_peak) / 1e6);
+  }
+};
+
 void print_or_json(bool json, const Json& j, const std::string& line) {
   if (json)
     std::printf("%s\n", j.dump(2).c_str());
@@ -86,24 +130,26 @@ int run_prefill(const BenchModelOptions& o) {
     times.push_back(t.seconds());
   }
   const double sec = median(times);
+  const BenchMemory mem = BenchMemory::measure(b, o.kv_dtype);
   const double tok_s = static_cast<double>(ctx) * o.batch / sec;
   const double gflops = forward_flops_per_token(c, ctx / 2.0) * tok_s / 1e9;
   const MachineReport m = machine_report(o.machine, o.threads);
   const double peak = m.peak_f32_gflops();
-  print_or_json(
-      o.json,
-      {{"kind", "bench_prefill"},
-       {"batch", o.batch},
-       {"ctx", ctx},
-       {"threads", o.threads},
-       {"median_s", sec},
-       {"tok_s", tok_s},
-       {"gflops", gflops},
-       {"peak_f32_gflops", peak},
-       {"fraction_of_peak", gflops / peak}},
-      fmt::format("prefill {} x {} tokens: {:.1f} tok/s, {:.1f} GFLOP/s = {:.1f}% of the "
-                  "{:.0f} GFLOP/s f32 FMA peak (median of {}, {} threads)",
-                  o.batch, ctx, tok_s, gflops, 100 * gflops / peak, peak, o.repeats, o.threads));
+  print_or_json(o.json,
+                {{"kind", "bench_prefill"},
+                 {"batch", o.batch},
+                 {"ctx", ctx},
+                 {"threads", o.threads},
+                 {"median_s", sec},
+                 {"tok_s", tok_s},
+                 {"gflops", gflops},
+                 {"peak_f32_gflops", peak},
+                 {"fraction_of_peak", gflops / peak},
+                 {"memory", mem.json()}},
+                fmt::format("prefill {} x {} tokens: {:.1f} tok/s, {:.1f} GFLOP/s = {:.1f}% of the "
+                            "{:.0f} GFLOP/s f32 FMA peak (median of {}, {} threads)\n{}",
+                            o.batch, ctx, tok_s, gflops, 100 * gflops / peak, peak, o.repeats,
+                            o.threads, mem.line()));
   return 0;
 }
 
@@ -129,6 +175,7 @@ int run_decode(const BenchModelOptions& o) {
     step_times.push_back(t.seconds());
   }
   const double sec = median(step_times);
+  const BenchMemory mem = BenchMemory::measure(b, o.kv_dtype);
   const double tok_s = o.batch / sec;
   const DecodeTraffic traffic = decode_traffic(c, b.session.model.weights, ctx + o.steps / 2.0,
                                                o.batch, -1, b.cache->dtype());
@@ -159,14 +206,15 @@ int run_decode(const BenchModelOptions& o) {
        {"dram_read_gbs", m.dram_read_gbs},
        {"llc_read_gbs", m.llc_read_gbs},
        {"fits_llc", in_llc},
-       {"fraction_of_roofline", gbs / roof}},
+       {"fraction_of_roofline", gbs / roof},
+       {"memory", mem.json()}},
       fmt::format("decode batch {} at ctx {}: {:.2f} tok/s, step {:.2f} ms, reads {:.1f} MB "
                   "= {:.1f} GB/s = {:.1f}% of {} {:.1f} GB/s (median of {} steps, {} threads)\n"
-                  "KV cache {}: {:.0f} B/token held, calc {:.0f} B/token (ratio {:.3f})",
+                  "KV cache {}: {:.0f} B/token held, calc {:.0f} B/token (ratio {:.3f})\n{}",
                   o.batch, ctx, tok_s, sec * 1e3, (traffic.weight_bytes + traffic.kv_bytes) / 1e6,
                   gbs, 100 * gbs / roof, in_llc ? "LLC-resident read" : "DRAM read", roof, o.steps,
                   o.threads, o.kv_dtype, kv_per_token, kv_per_token_calc,
-                  kv_per_token / kv_per_token_calc));
+                  kv_per_token / kv_per_token_calc, mem.line()));
   return 0;
 }
 

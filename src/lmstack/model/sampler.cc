@@ -1,13 +1,16 @@
 // Sampling (see sampler.h). Filters work on a candidate list sorted by logit, so top-k, top-p
-// and min-p compose in one pass; the softmax is taken over the survivors only.
+// and min-p compose: their survivors are a prefix of it, and only as much of the list is
+// sorted as the filters need. Without any filter no sort is needed at all.
 #include "lmstack/model/sampler.h"
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <unordered_map>
 
 #include "lmstack/core/error.h"
+#include "lmstack/kernels/ops.h"
 
 namespace lmstack::model {
 
@@ -47,68 +50,115 @@ void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> 
   }
 }
 
-SampleResult Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
-  apply_penalties(logits, history);
-  const bool greedy = params_.temperature == 0.0f;
-  const float inv_t = greedy ? 1.0f : 1.0f / params_.temperature;
-  const float max_logit = *std::max_element(logits.begin(), logits.end());
-  // log-softmax normalizer over the full (tempered) distribution, for reported logprobs.
-  double z = 0;
-  for (float l : logits) z += std::exp(static_cast<double>((l - max_logit) * inv_t));
-  const auto logprob_of = [&](int32_t t) {
-    return static_cast<float>((logits[static_cast<size_t>(t)] - max_logit) * inv_t - std::log(z));
-  };
-  // Candidates sorted by logit, best first (ties: lower id first): partial sort is enough
-  // when top-k bounds the list.
-  std::vector<int32_t> cand(logits.size());
-  std::iota(cand.begin(), cand.end(), 0);
+namespace {
+
+// Index of the largest logit, ties to the lowest id.
+int32_t argmax(std::span<const float> logits) {
+  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+}  // namespace
+
+// Fills probs_ with the full tempered distribution (the vectorized softmax kernel: one pass
+// per step over the vocabulary instead of a double-precision exp per id) and returns the
+// log-softmax normalizer log Σ e^((l - max) / T). The largest logit's probability is exactly
+// 1 / Σ, so the normalizer needs no second pass and stays finite where a tail underflows.
+double Sampler::tempered_probs(std::span<const float> logits, float inv_t, float max_logit) {
+  probs_.resize(logits.size());
+  bool masked = false;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    probs_[i] = (logits[i] - max_logit) * inv_t;
+    masked |= logits[i] == -std::numeric_limits<float>::infinity();
+  }
+  kernels::softmax_rows(probs_.data(), 1, static_cast<int64_t>(probs_.size()));
+  // The kernel's e^x clamps its input, so a masked (-inf) logit would keep a tiny mass.
+  if (masked)
+    for (size_t i = 0; i < logits.size(); ++i)
+      if (logits[i] == -std::numeric_limits<float>::infinity()) probs_[i] = 0;
+  return -std::log(static_cast<double>(probs_[static_cast<size_t>(argmax(logits))]));
+}
+
+// The first `need` candidates by logit, best first (ties: lower id first), in cand_.
+void Sampler::sort_candidates(std::span<const float> logits, size_t need) {
   const auto better = [&](int32_t a, int32_t b) {
     const float la = logits[static_cast<size_t>(a)], lb = logits[static_cast<size_t>(b)];
     return la > lb || (la == lb && a < b);
   };
-  const size_t keep_k =
-      params_.top_k > 0 ? std::min<size_t>(params_.top_k, cand.size()) : cand.size();
-  const size_t need = std::max<size_t>(greedy ? 1 : keep_k, static_cast<size_t>(params_.logprobs));
-  if (need < cand.size()) {
-    std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(need), cand.end(),
-                      better);
-  } else {
-    std::sort(cand.begin(), cand.end(), better);
-  }
+  need = std::min(need, cand_.size());
+  std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(need), cand_.end(),
+                    better);
+}
+
+SampleResult Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
+  apply_penalties(logits, history);
+  const bool greedy = params_.temperature == 0.0f;
+  const float inv_t = greedy ? 1.0f : 1.0f / params_.temperature;
+  const float max_logit = logits[static_cast<size_t>(argmax(logits))];
+  // log-softmax over the full (tempered) distribution, for reported logprobs.
+  const double log_z = tempered_probs(logits, inv_t, max_logit);
+  const auto logprob_of = [&](int32_t t) {
+    return static_cast<float>((logits[static_cast<size_t>(t)] - max_logit) * inv_t - log_z);
+  };
   SampleResult result;
-  for (int i = 0; i < params_.logprobs && i < static_cast<int>(cand.size()); ++i)
-    result.top.push_back({cand[static_cast<size_t>(i)], logprob_of(cand[static_cast<size_t>(i)])});
+  const size_t vocab = logits.size();
+  const size_t keep_k = params_.top_k > 0 ? std::min<size_t>(params_.top_k, vocab) : vocab;
+  const bool truncates = keep_k < vocab || params_.top_p < 1.0f || params_.min_p > 0.0f;
+  const size_t need_top = static_cast<size_t>(params_.logprobs);
+  // Candidates sorted by logit, best first, as far as some use needs them: the reported
+  // alternatives, top-k, and the prefix top-p and min-p keep (grown below).
+  cand_.resize(vocab);
+  std::iota(cand_.begin(), cand_.end(), 0);
+  size_t sorted = std::max(need_top, !greedy && truncates ? std::min<size_t>(keep_k, 64) : 0);
+  if (sorted > 0) sort_candidates(logits, sorted);
+  for (size_t i = 0; i < need_top && i < vocab; ++i)
+    result.top.push_back({cand_[i], logprob_of(cand_[i])});
   if (greedy) {
-    result.token = cand[0];
+    result.token = argmax(logits);
     result.logprob = logprob_of(result.token);
     return result;
   }
-  cand.resize(keep_k);
-  std::vector<double> probs(cand.size());
-  double sum = 0;
-  for (size_t i = 0; i < cand.size(); ++i) {
-    probs[i] =
-        std::exp(static_cast<double>((logits[static_cast<size_t>(cand[i])] - max_logit) * inv_t));
-    sum += probs[i];
+  if (!truncates) {
+    // Nothing to cut: sample the whole distribution in id order, no sort needed.
+    std::discrete_distribution<size_t> pick(probs_.begin(), probs_.end());
+    result.token = static_cast<int32_t>(pick(rng_));
+    result.logprob = logprob_of(result.token);
+    return result;
   }
-  size_t n = cand.size();
-  if (params_.top_p < 1.0f) {  // smallest prefix with mass >= top_p
-    double mass = 0;
-    for (size_t i = 0; i < n; ++i) {
-      mass += probs[i] / sum;
-      if (mass >= params_.top_p) {
-        n = i + 1;
-        break;
-      }
+  size_t n = keep_k;  // survivors form a prefix of the sorted candidates
+  if (params_.top_p < 1.0f) {
+    // Smallest prefix with mass >= top_p of the top-k distribution; sort more candidates
+    // (x4) only while the sorted ones fall short.
+    double kept = 1.0;
+    if (keep_k < vocab) {
+      sort_candidates(logits, keep_k);
+      sorted = keep_k;
+      kept = 0;
+      for (size_t i = 0; i < keep_k; ++i) kept += probs_[static_cast<size_t>(cand_[i])];
     }
+    double mass = 0;
+    size_t i = 0;
+    for (bool found = false; !found;) {
+      for (; i < sorted && !found; ++i) {
+        mass += probs_[static_cast<size_t>(cand_[i])] / kept;
+        found = mass >= params_.top_p;
+      }
+      if (found || sorted >= keep_k) break;
+      sorted = std::min(keep_k, sorted * 4);
+      sort_candidates(logits, sorted);
+    }
+    n = std::min(n, i);
   }
   if (params_.min_p > 0.0f) {  // drop tokens below min_p × p(best)
-    const double floor = params_.min_p * probs[0];
-    while (n > 1 && probs[n - 1] < floor) --n;
+    const float floor = params_.min_p * probs_[static_cast<size_t>(cand_[0])];
+    size_t above = 0;
+    for (float p : probs_) above += p >= floor;
+    n = std::min(n, std::max<size_t>(above, 1));
   }
-  std::discrete_distribution<size_t> pick(probs.begin(),
-                                          probs.begin() + static_cast<std::ptrdiff_t>(n));
-  result.token = cand[pick(rng_)];
+  if (n > sorted) sort_candidates(logits, n);
+  weights_.resize(n);
+  for (size_t i = 0; i < n; ++i) weights_[i] = probs_[static_cast<size_t>(cand_[i])];
+  std::discrete_distribution<size_t> pick(weights_.begin(), weights_.end());
+  result.token = cand_[pick(rng_)];
   result.logprob = logprob_of(result.token);
   return result;
 }

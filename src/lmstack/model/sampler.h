@@ -59,8 +59,13 @@ class Sampler {
 
  private:
   void apply_penalties(std::span<float> logits, std::span<const int32_t> history) const;
+  double tempered_probs(std::span<const float> logits, float inv_t, float max_logit);
+  void sort_candidates(std::span<const float> logits, size_t need);
   SamplingParams params_;
   std::mt19937_64 rng_;
+  std::vector<float> probs_;    // scratch, reused across steps: the tempered distribution
+  std::vector<int32_t> cand_;   // scratch: token ids, a sorted prefix of them
+  std::vector<float> weights_;  // scratch: the survivors' probabilities
 };
 
 }  // namespace lmstack::model

@@ -38,6 +38,7 @@ Engine::Engine(const model::ModelConfig& config, const model::ModelWeights& weig
     : config_(config),
       options_(std::move(options)),
       max_context_(options_.max_context > 0 ? options_.max_context : config.max_position),
+      pool_(pool),
       decoder_(config, weights, pool),
       kv_(config, options_.num_blocks, options_.block_size, options_.kv_dtype),
       blocks_(options_.num_blocks, options_.block_size),
@@ -124,7 +125,8 @@ void Engine::copy_blocks(const StepPlan& plan) {
   for (auto [src, dst] : plan.copies) kv_.copy_block(src, dst);
 }
 
-void Engine::run_plan(const StepPlan& plan) {
+StepTimes Engine::run_plan(const StepPlan& plan) {
+  const Timer forward_timer;
   copy_blocks(plan);
   model::ForwardBatch batch;
   int64_t prompt_tokens = 0;
@@ -140,23 +142,34 @@ void Engine::run_plan(const StepPlan& plan) {
   }
   if (tp_.enabled()) model::tp_send_batch(tp_, batch);
   decoder_.forward(batch, kv_, logits_);
+  StepTimes times;
+  times.forward_s = forward_timer.seconds();
+  const Timer sample_timer;
   scheduler_.commit(plan);
   const size_t vocab = static_cast<size_t>(decoder_.vocab_size());
-  size_t row = 0;
-  int64_t generated = 0;
+  std::vector<Sequence*> rows;    // the sequences that sample this step
+  std::vector<size_t> first_row;  // each one's first logits row: a verified draft has 1 + k
   for (const ScheduledSeq& s : plan.seqs) {
     if (!s.wants_logits) continue;
-    const int before = s.seq->num_generated();
-    float* rows = logits_.data() + row * vocab;
-    if (s.num_draft_tokens > 0)
-      on_draft_logits(*s.seq, std::span<const float>(rows, (s.num_draft_tokens + 1) * vocab),
-                      s.num_draft_tokens);
+    first_row.push_back(rows.empty() ? 0 : first_row.back() + 1 + rows.back()->draft.size());
+    rows.push_back(s.seq);
+  }
+  std::vector<std::optional<model::SampleResult>> sampled = sample_rows(rows, first_row);
+  int64_t generated = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    Sequence& seq = *rows[i];
+    const int before = seq.num_generated();
+    float* logits = logits_.data() + first_row[i] * vocab;
+    if (!seq.draft.empty())
+      on_draft_logits(seq, std::span<const float>(logits, (seq.draft.size() + 1) * vocab),
+                      static_cast<int>(seq.draft.size()));
     else
-      on_logits(*s.seq, std::span<float>(rows, vocab));
-    row += 1 + static_cast<size_t>(s.num_draft_tokens);
-    generated += std::max(0, s.seq->num_generated() - before);
+      on_logits(seq, std::span<float>(logits, vocab), std::move(sampled[i]));
+    generated += std::max(0, seq.num_generated() - before);
   }
   metrics_.add_tokens(prompt_tokens, generated, now_seconds() - start_time_);
+  times.sample_s = sample_timer.seconds();
+  return times;
 }
 
 // The request's first sampled position: fork the other n - 1 choices, sharing every block
@@ -180,9 +193,36 @@ void Engine::fork_choices(ActiveRequest& req, Sequence& parent) {
   }
 }
 
-void Engine::on_logits(Sequence& seq, std::span<float> logits) {
+bool Engine::forks_here(const Sequence& seq) const {
+  const ActiveRequest& req = *requests_.at(seq.request_id);
+  return seq.choice == 0 && seq.num_generated() == 0 && req.seqs.size() == 1 && req.request.n > 1;
+}
+
+std::vector<std::optional<model::SampleResult>> Engine::sample_rows(
+    const std::vector<Sequence*>& rows, const std::vector<size_t>& first_row) {
+  std::vector<std::optional<model::SampleResult>> out(rows.size());
+  const size_t vocab = static_cast<size_t>(decoder_.vocab_size());
+  pool_.parallel_for(static_cast<int64_t>(rows.size()), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      Sequence& seq = *rows[static_cast<size_t>(i)];
+      // on_logits samples a forking row after the fork; on_draft_logits verifies a draft.
+      if (forks_here(seq) || !seq.draft.empty()) continue;
+      out[static_cast<size_t>(i)] = seq.sampler.sample(
+          std::span<float>(logits_.data() + first_row[static_cast<size_t>(i)] * vocab, vocab),
+          seq.tokens);
+    }
+  });
+  return out;
+}
+
+void Engine::on_logits(Sequence& seq, std::span<float> logits,
+                       std::optional<model::SampleResult> sampled) {
   ActiveRequest& req = *requests_.at(seq.request_id);
-  if (seq.choice == 0 && seq.num_generated() == 0 && req.seqs.size() == 1 && req.request.n > 1) {
+  if (sampled) {
+    emit_token(req, seq, *sampled);
+    return;
+  }
+  if (forks_here(seq)) {
     const std::vector<float> original(logits.begin(), logits.end());
     fork_choices(req, seq);
     for (size_t c = 1; c < req.seqs.size(); ++c) {
@@ -297,13 +337,15 @@ void Engine::publish_gauges() {
 }
 
 bool Engine::step() {
+  const Timer step_timer;
   admit_incoming();
   cancel_requests();
   if (drafter_) propose_drafts();
   const StepPlan plan = scheduler_.schedule();
+  StepTimes times;
   if (!plan.empty()) {
     try {
-      run_plan(plan);
+      times = run_plan(plan);
     } catch (const std::exception& e) {
       // One bad batch fails the requests in it, not the server.
       log_error("engine step failed: {}", e.what());
@@ -320,6 +362,10 @@ bool Engine::step() {
   }
   reap_finished();
   publish_gauges();
+  if (!plan.empty()) {
+    times.schedule_s = std::max(0.0, step_timer.seconds() - times.forward_s - times.sample_s);
+    metrics_.add_step(times);
+  }
   return !plan.empty();
 }
 

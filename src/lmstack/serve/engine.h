@@ -111,9 +111,17 @@ class Engine {
   void validate(const EngineRequest& r) const;
   void admit_incoming();
   void cancel_requests();
-  void run_plan(const StepPlan& plan);
+  // Runs the batch and samples; returns the seconds spent in the forward and in sampling.
+  StepTimes run_plan(const StepPlan& plan);
   void copy_blocks(const StepPlan& plan);
-  void on_logits(Sequence& seq, std::span<float> logits);
+  // Samples the rows that need no fork, in parallel over the pool (each sequence has its own
+  // sampler and RNG, so the rows are independent and the tokens are those of a serial loop).
+  // first_row[i]: rows[i]'s first logits row. Rows with a draft are left to on_draft_logits.
+  std::vector<std::optional<model::SampleResult>> sample_rows(const std::vector<Sequence*>& rows,
+                                                              const std::vector<size_t>& first_row);
+  bool forks_here(const Sequence& seq) const;
+  void on_logits(Sequence& seq, std::span<float> logits,
+                 std::optional<model::SampleResult> sampled);
   // engine_spec.cc: drafts for the running decodes, and a draft's verification.
   bool is_speculable(const Sequence& seq) const;
   void propose_drafts();
@@ -130,6 +138,7 @@ class Engine {
   const model::ModelConfig& config_;
   EngineOptions options_;
   int max_context_;
+  ThreadPool& pool_;
   model::Decoder decoder_;
   model::KvCache kv_;
   model::TensorParallelGroup tp_;

@@ -85,6 +85,14 @@ void Metrics::add_tokens(int64_t prompt_tokens, int64_t generation_tokens, doubl
   recent_.erase(recent_.begin(), old);
 }
 
+void Metrics::add_step(const StepTimes& t) {
+  std::lock_guard lock(mu_);
+  ++num_steps_;
+  step_totals_.schedule_s += t.schedule_s;
+  step_totals_.forward_s += t.forward_s;
+  step_totals_.sample_s += t.sample_s;
+}
+
 void Metrics::set_gauges(const EngineGauges& g) {
   std::lock_guard lock(mu_);
   gauges_ = g;
@@ -140,6 +148,15 @@ std::string Metrics::render_prometheus() const {
           static_cast<double>(prompt_tokens_));
   counter(out, "lmstack:generation_tokens_total", "Tokens generated.",
           static_cast<double>(generation_tokens_));
+  counter(out, "lmstack:engine_steps_total", "Engine steps that ran a forward batch.",
+          static_cast<double>(num_steps_));
+  counter(out, "lmstack:engine_schedule_seconds_total",
+          "Step time in admission, cancellation, scheduling and bookkeeping.",
+          step_totals_.schedule_s);
+  counter(out, "lmstack:engine_forward_seconds_total",
+          "Step time in the batched forward and KV block copies.", step_totals_.forward_s);
+  counter(out, "lmstack:engine_sample_seconds_total",
+          "Step time in sampling, stop checks and streaming tokens.", step_totals_.sample_s);
   double window_tokens = 0;
   for (const auto& p : recent_) window_tokens += static_cast<double>(p.second);
   gauge(out, "lmstack:generation_tokens_per_second",

@@ -66,12 +66,23 @@ struct SpecDecodeStats {
   }
 };
 
+// Where one engine step's wall time went (Engine::step): admission, cancellation, scheduling
+// and end-of-step bookkeeping; the batched forward with its KV block copies; and sampling,
+// stop checks and streaming of every sequence's token. A request's time per output token
+// minus these is what the HTTP side and the client cost.
+struct StepTimes {
+  double schedule_s = 0;
+  double forward_s = 0;
+  double sample_s = 0;
+};
+
 class Metrics {
  public:
   Metrics();
   void observe_request(double ttft_s, double e2e_s, int completion_tokens, bool finished_ok);
   void observe_rejected();  // a full queue answered 429
   void add_tokens(int64_t prompt_tokens, int64_t generation_tokens, double now_s);
+  void add_step(const StepTimes& t);  // a step that ran a forward batch
   void set_gauges(const EngineGauges& g);
   void add_spec_decode(int64_t draft_tokens, int64_t accepted_tokens);
   SpecDecodeStats spec_decode() const;
@@ -90,6 +101,8 @@ class Metrics {
   int64_t num_rejected_ = 0;            // GUARDED_BY(mu_)
   int64_t prompt_tokens_ = 0;           // GUARDED_BY(mu_)
   int64_t generation_tokens_ = 0;       // GUARDED_BY(mu_)
+  int64_t num_steps_ = 0;               // GUARDED_BY(mu_)
+  StepTimes step_totals_;               // GUARDED_BY(mu_)
   // (time, generated tokens) per step over the last window, for the tokens/s gauge.
   std::vector<std::pair<double, int64_t>> recent_;  // GUARDED_BY(mu_)
 };

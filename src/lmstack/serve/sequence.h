@@ -48,7 +48,8 @@ struct Sequence {
 
   // Speculative decoding (serve/speculative.h): tokens proposed to follow `tokens`, verified in
   // the next step, and the drafter's distribution q for each (empty: point masses). Set just
-  // before scheduling; cleared after the step and on preemption.
+  // before scheduling, cut by the scheduler to what the step verifies (so during the step it
+  // is exactly the scheduled draft), cleared on preemption and replaced at the next proposal.
   std::vector<int32_t> draft;
   std::vector<std::vector<float>> draft_probs;
   std::mt19937_64 spec_rng;  // draft draws and accept/reject coins; seeded from the request
