@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 
 #include <fmt/format.h>
@@ -330,6 +331,11 @@ TEST_F(SpecEngineTest, MetricsExposeTheSpeculationCounters) {
                                   st.num_accepted_tokens)),
             std::string::npos);
   EXPECT_NE(text.find("lmstack:spec_decode_acceptance_rate 1\n"), std::string::npos) << text;
+  // The draft model's forwards are their own share of the step time.
+  const std::string draft_s = "\nlmstack:engine_draft_seconds_total ";
+  const size_t at = text.find(draft_s);
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_GT(std::atof(text.c_str() + at + draft_s.size()), 0.0);
 }
 
 TEST_F(SpecEngineTest, DraftModelOfAnotherVocabularyIsRefused) {

@@ -222,7 +222,7 @@ Json spec_report(const serve::SpecDecodeStats& before, const serve::SpecDecodeSt
 // The engine's step-phase counters (Metrics::add_step) at one moment; the difference over
 // the run says where the server's time went. Zero where the server does not export them.
 struct EngineCounters {
-  double steps = 0, schedule_s = 0, forward_s = 0, sample_s = 0;
+  double steps = 0, schedule_s = 0, forward_s = 0, sample_s = 0, draft_s = 0;
   static EngineCounters read(const std::string& host, int port, const std::string& key) {
     httplib::Client client(host, port);
     EngineCounters c;
@@ -231,6 +231,7 @@ struct EngineCounters {
       c.schedule_s = metric_value(*text, "lmstack:engine_schedule_seconds_total");
       c.forward_s = metric_value(*text, "lmstack:engine_forward_seconds_total");
       c.sample_s = metric_value(*text, "lmstack:engine_sample_seconds_total");
+      c.draft_s = metric_value(*text, "lmstack:engine_draft_seconds_total");
     }
     return c;
   }
@@ -238,11 +239,12 @@ struct EngineCounters {
   Json since(const EngineCounters& before, double duration_s) const {
     const double n = std::max(1.0, steps - before.steps);
     const double busy = (schedule_s - before.schedule_s) + (forward_s - before.forward_s) +
-                        (sample_s - before.sample_s);
+                        (sample_s - before.sample_s) + (draft_s - before.draft_s);
     return Json{{"steps", steps - before.steps},
                 {"schedule_ms_per_step", 1e3 * (schedule_s - before.schedule_s) / n},
                 {"forward_ms_per_step", 1e3 * (forward_s - before.forward_s) / n},
                 {"sample_ms_per_step", 1e3 * (sample_s - before.sample_s) / n},
+                {"draft_ms_per_step", 1e3 * (draft_s - before.draft_s) / n},
                 {"busy_fraction", duration_s > 0 ? busy / duration_s : 0.0}};
   }
 };
@@ -359,10 +361,10 @@ void print_report(const Json& r) {
   if (e["steps"].get<double>() > 0)
     std::printf(
         "engine        %.0f steps, per step %.2f ms forward + %.2f ms sampling/streaming + %.2f ms "
-        "scheduling; busy %.1f%% of the run\n",
+        "scheduling + %.2f ms drafting; busy %.1f%% of the run\n",
         e["steps"].get<double>(), e["forward_ms_per_step"].get<double>(),
         e["sample_ms_per_step"].get<double>(), e["schedule_ms_per_step"].get<double>(),
-        100 * e["busy_fraction"].get<double>());
+        e["draft_ms_per_step"].get<double>(), 100 * e["busy_fraction"].get<double>());
 }
 
 std::string served_model(const std::string& host, int port, const BenchServeOptions& o) {

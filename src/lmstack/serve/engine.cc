@@ -340,7 +340,9 @@ bool Engine::step() {
   const Timer step_timer;
   admit_incoming();
   cancel_requests();
+  const Timer draft_timer;
   if (drafter_) propose_drafts();
+  const double draft_s = draft_timer.seconds();
   const StepPlan plan = scheduler_.schedule();
   StepTimes times;
   if (!plan.empty()) {
@@ -363,7 +365,9 @@ bool Engine::step() {
   reap_finished();
   publish_gauges();
   if (!plan.empty()) {
-    times.schedule_s = std::max(0.0, step_timer.seconds() - times.forward_s - times.sample_s);
+    times.draft_s = draft_s;
+    times.schedule_s =
+        std::max(0.0, step_timer.seconds() - times.forward_s - times.sample_s - draft_s);
     metrics_.add_step(times);
   }
   return !plan.empty();

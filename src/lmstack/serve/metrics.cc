@@ -91,6 +91,7 @@ void Metrics::add_step(const StepTimes& t) {
   step_totals_.schedule_s += t.schedule_s;
   step_totals_.forward_s += t.forward_s;
   step_totals_.sample_s += t.sample_s;
+  step_totals_.draft_s += t.draft_s;
 }
 
 void Metrics::set_gauges(const EngineGauges& g) {
@@ -157,6 +158,8 @@ std::string Metrics::render_prometheus() const {
           "Step time in the batched forward and KV block copies.", step_totals_.forward_s);
   counter(out, "lmstack:engine_sample_seconds_total",
           "Step time in sampling, stop checks and streaming tokens.", step_totals_.sample_s);
+  counter(out, "lmstack:engine_draft_seconds_total",
+          "Step time in speculative drafting (a draft model's forwards).", step_totals_.draft_s);
   double window_tokens = 0;
   for (const auto& p : recent_) window_tokens += static_cast<double>(p.second);
   gauge(out, "lmstack:generation_tokens_per_second",

@@ -74,6 +74,7 @@ struct StepTimes {
   double schedule_s = 0;
   double forward_s = 0;
   double sample_s = 0;
+  double draft_s = 0;  // speculative decoding: the drafter's proposals (a draft model's forwards)
 };
 
 class Metrics {
