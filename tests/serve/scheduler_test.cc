@@ -2,6 +2,7 @@
 // FCFS admission, preemption by recompute when the pool runs dry, prefix reuse at admission
 // and copy on write of a shared last block; release of blocks outside a sliding window. "Running
 // the model" is commit() plus appending a token to sequences whose chunk reached their end.
+// Speculative drafts: cut to the budget, dropped before preempting anyone.
 #include "lmstack/serve/scheduler.h"
 
 #include <algorithm>
@@ -179,6 +180,42 @@ TEST(Scheduler, KeepsBlocksSharedWithThePrefixCache) {
   Sequence* b = f.add(9);
   f.step();
   EXPECT_EQ(b->num_cached_prompt, 8);
+}
+
+// Speculative decoding: a decode's draft rides in its step, cut to what the budget leaves, and
+// commit() counts only the decode token as computed (the engine adds the accepted drafts).
+TEST(Scheduler, SpeculativeDraftIsCutToTheBudget) {
+  Fixture f(64, 4, /*budget=*/4, false);
+  Sequence* a = f.add(3);
+  f.step();  // a: 4 tokens, 3 computed
+  a->draft = {1, 2, 3, 4, 5};
+  const StepPlan p = f.scheduler.schedule();
+  ASSERT_EQ(p.seqs.size(), 1u);
+  EXPECT_EQ(p.seqs[0].num_new_tokens, 4);
+  EXPECT_EQ(p.seqs[0].num_draft_tokens, 3);
+  EXPECT_TRUE(p.seqs[0].wants_logits);
+  EXPECT_EQ(a->draft, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(a->blocks.size(), 2u);  // KV slots for positions 3..6
+  f.scheduler.commit(p);
+  EXPECT_EQ(a->num_computed, 4);
+}
+
+TEST(Scheduler, DropsADraftRatherThanPreemptAnyone) {
+  Fixture f(3, 4, /*budget=*/64, false);
+  Sequence* a = f.add(2);
+  f.step();
+  Sequence* b = f.add(7);
+  f.step();  // a: 4 tokens in block 0; b: 8 tokens in blocks 1-2; the pool is full
+  ASSERT_EQ(f.blocks.num_free(), 0);
+  a->draft = {1, 2, 3};  // positions 4..6 would need a fourth block
+  const StepPlan p = f.scheduler.schedule();
+  EXPECT_TRUE(p.preempted.empty());
+  ASSERT_EQ(p.seqs.size(), 2u);
+  EXPECT_EQ(p.seqs[0].seq, a);
+  EXPECT_EQ(p.seqs[0].num_new_tokens, 1);
+  EXPECT_EQ(p.seqs[0].num_draft_tokens, 0);
+  EXPECT_TRUE(a->draft.empty());
+  EXPECT_EQ(p.seqs[1].seq, b);
 }
 
 }  // namespace

@@ -31,11 +31,12 @@ inline Tensor ones(int64_t n) {
                           MemoryCategory::kWeights);
 }
 
-inline std::unique_ptr<TinyModel> make_tiny_model(uint32_t seed = 1) {
+// `vocab` other than 96: a model that cannot draft for the default one (speculative tests).
+inline std::unique_ptr<TinyModel> make_tiny_model(uint32_t seed = 1, int vocab = 96) {
   auto m = std::make_unique<TinyModel>();
   model::ModelConfig& c = m->config;
   c.architecture = "LlamaForCausalLM";
-  c.vocab_size = 96;
+  c.vocab_size = vocab;
   c.hidden_size = 32;
   c.intermediate_size = 64;
   c.num_layers = 2;

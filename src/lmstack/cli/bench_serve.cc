@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "lmstack/cli/model_session.h"
+#include "lmstack/cli/spec_options.h"
 #include "lmstack/core/error.h"
 #include "lmstack/core/file.h"
 #include "lmstack/core/json.h"
@@ -36,6 +37,7 @@ struct BenchServeOptions {
   double slo_ttft_ms = 0, slo_tpot_ms = 0;
   uint64_t seed = 0;
   bool json = false, no_prefix_cache = false;
+  SpecCliOptions spec;
 };
 
 struct Prompt {
@@ -190,10 +192,37 @@ struct KvWatcher {
   }
 };
 
+// The server's speculative-decoding counters (serve/metrics.h); zero without speculation.
+serve::SpecDecodeStats spec_counters(const std::string& host, int port, const std::string& key) {
+  httplib::Client client(host, port);
+  serve::SpecDecodeStats s;
+  if (auto text = KvWatcher::metrics(client, key)) {
+    s.num_drafts =
+        static_cast<int64_t>(metric_value(*text, "lmstack:spec_decode_num_drafts_total"));
+    s.num_draft_tokens =
+        static_cast<int64_t>(metric_value(*text, "lmstack:spec_decode_num_draft_tokens_total"));
+    s.num_accepted_tokens =
+        static_cast<int64_t>(metric_value(*text, "lmstack:spec_decode_num_accepted_tokens_total"));
+  }
+  return s;
+}
+
+// Acceptance over the measured requests only (the counters' change during the run).
+Json spec_report(const serve::SpecDecodeStats& before, const serve::SpecDecodeStats& after) {
+  serve::SpecDecodeStats d;
+  d.num_drafts = after.num_drafts - before.num_drafts;
+  d.num_draft_tokens = after.num_draft_tokens - before.num_draft_tokens;
+  d.num_accepted_tokens = after.num_accepted_tokens - before.num_accepted_tokens;
+  return Json{{"num_drafts", d.num_drafts},
+              {"num_draft_tokens", d.num_draft_tokens},
+              {"num_accepted_tokens", d.num_accepted_tokens},
+              {"acceptance_rate", d.acceptance_rate()},
+              {"mean_acceptance_length", d.mean_acceptance_length()}};
+}
 // The engine's step-phase counters (Metrics::add_step) at one moment; the difference over
 // the run says where the server's time went. Zero where the server does not export them.
 struct EngineCounters {
-  double steps = 0, schedule_s = 0, forward_s = 0, sample_s = 0;
+  double steps = 0, schedule_s = 0, forward_s = 0, sample_s = 0, draft_s = 0;
   static EngineCounters read(const std::string& host, int port, const std::string& key) {
     httplib::Client client(host, port);
     EngineCounters c;
@@ -202,6 +231,7 @@ struct EngineCounters {
       c.schedule_s = metric_value(*text, "lmstack:engine_schedule_seconds_total");
       c.forward_s = metric_value(*text, "lmstack:engine_forward_seconds_total");
       c.sample_s = metric_value(*text, "lmstack:engine_sample_seconds_total");
+      c.draft_s = metric_value(*text, "lmstack:engine_draft_seconds_total");
     }
     return c;
   }
@@ -209,11 +239,12 @@ struct EngineCounters {
   Json since(const EngineCounters& before, double duration_s) const {
     const double n = std::max(1.0, steps - before.steps);
     const double busy = (schedule_s - before.schedule_s) + (forward_s - before.forward_s) +
-                        (sample_s - before.sample_s);
+                        (sample_s - before.sample_s) + (draft_s - before.draft_s);
     return Json{{"steps", steps - before.steps},
                 {"schedule_ms_per_step", 1e3 * (schedule_s - before.schedule_s) / n},
                 {"forward_ms_per_step", 1e3 * (forward_s - before.forward_s) / n},
                 {"sample_ms_per_step", 1e3 * (sample_s - before.sample_s) / n},
+                {"draft_ms_per_step", 1e3 * (draft_s - before.draft_s) / n},
                 {"busy_fraction", duration_s > 0 ? busy / duration_s : 0.0}};
   }
 };
@@ -223,6 +254,7 @@ Json measure(const std::string& host, int port, const BenchServeOptions& o,
   const std::vector<Prompt> prompts = make_prompts(o);
   for (int i = 0; i < o.warmup; ++i)
     run_request(host, port, o, model, prompts[static_cast<size_t>(i)]);
+  const serve::SpecDecodeStats spec_before = spec_counters(host, port, o.api_key);
   std::vector<double> arrival(static_cast<size_t>(o.num_prompts), 0.0);
   std::mt19937_64 rng(o.seed + 1);
   std::exponential_distribution<double> gap(o.request_rate > 0 ? o.request_rate : 1.0);
@@ -248,6 +280,7 @@ Json measure(const std::string& host, int port, const BenchServeOptions& o,
   const double duration = std::chrono::duration<double>(Clock::now() - start).count();
   watcher.stop = true;
   watch.join();
+  const Json spec = spec_report(spec_before, spec_counters(host, port, o.api_key));
   const Json engine = EngineCounters::read(host, port, o.api_key).since(engine_before, duration);
   std::vector<double> ttft, tpot, itl, e2e;
   int64_t ok = 0, in_tokens = 0, out_tokens = 0, cached = 0, good = 0;
@@ -287,6 +320,7 @@ Json measure(const std::string& host, int port, const BenchServeOptions& o,
               {"peak_kv_usage", watcher.peak_usage},
               {"peak_kv_running_blocks", watcher.peak_running_blocks},
               {"peak_kv_utilisation", watcher.peak_utilisation},
+              {"spec_decode", spec},
               {"engine", engine}};
 }
 
@@ -314,14 +348,23 @@ void print_report(const Json& r) {
       "requests) utilisation %.1f%% (tokens stored / token slots)\n",
       100 * r["peak_kv_usage"].get<double>(), r["peak_kv_running_blocks"].get<double>(),
       100 * r["peak_kv_utilisation"].get<double>());
+  const Json& spec = r["spec_decode"];
+  if (spec["num_drafts"].get<int64_t>() > 0)
+    std::printf(
+        "speculative   acceptance %.1f%% (%lld of %lld draft tokens), mean acceptance length "
+        "%.2f tokens per verified draft\n",
+        100 * spec["acceptance_rate"].get<double>(),
+        static_cast<long long>(spec["num_accepted_tokens"].get<int64_t>()),
+        static_cast<long long>(spec["num_draft_tokens"].get<int64_t>()),
+        spec["mean_acceptance_length"].get<double>());
   const Json& e = r["engine"];
   if (e["steps"].get<double>() > 0)
     std::printf(
         "engine        %.0f steps, per step %.2f ms forward + %.2f ms sampling/streaming + %.2f ms "
-        "scheduling; busy %.1f%% of the run\n",
+        "scheduling + %.2f ms drafting; busy %.1f%% of the run\n",
         e["steps"].get<double>(), e["forward_ms_per_step"].get<double>(),
         e["sample_ms_per_step"].get<double>(), e["schedule_ms_per_step"].get<double>(),
-        100 * e["busy_fraction"].get<double>());
+        e["draft_ms_per_step"].get<double>(), 100 * e["busy_fraction"].get<double>());
 }
 
 std::string served_model(const std::string& host, int port, const BenchServeOptions& o) {
@@ -351,6 +394,8 @@ Json bench_in_process(BenchServeOptions o) {
   e.max_waiting = 1 << 20;
   e.eos_ids = s.eos_ids;
   e.make_detokenizer = serve::OpenAiApi::detokenizer_factory(s.tokenizer);
+  std::optional<ModelSession> draft;  // --draft-model: outlives the engine
+  e.spec = spec_options(o.spec, draft);
   serve::Engine engine(s.model.config, s.model.weights, pool, e);
   serve::OpenAiApi api(engine, s.tokenizer, "bench");
   serve::HttpServerOptions http;
@@ -380,6 +425,9 @@ int run_bench_serve(BenchServeOptions o) {
   if (o.request_rate_text != "inf") o.request_rate = std::stod(o.request_rate_text);
   if (o.url.empty() == o.model.empty())
     throw_error<RequestError>("bench serve: give exactly one of --url and --model");
+  if (!o.url.empty() && (o.spec.method != "none" || !o.spec.draft_model.empty()))
+    throw_error<RequestError>(
+        "--spec / --draft-model: only with --model (start the server with them)");
   Json r;
   if (!o.model.empty()) {
     r = bench_in_process(o);
@@ -437,11 +485,13 @@ void add_bench_serve(CLI::App& bench, std::function<int()>& runner) {
       ->check(CLI::Range(1, 1024));
   sub->add_flag("--no-prefix-cache", o->no_prefix_cache, "--model: disable the prefix cache");
   sub->add_option("-t,--threads", o->threads, "--model: engine threads");
+  add_spec_options(*sub, o->spec);
   sub->add_flag("--json", o->json, "print the report as JSON");
   sub->footer(
       "Examples:\n  lmstack bench serve --url http://127.0.0.1:8080 --num-prompts 64 "
       "--max-concurrency 16\n  lmstack bench serve --model DIR --dataset shared-prefix "
-      "--input-len 64 --output-len 32 --json");
+      "--input-len 64 --output-len 32 --json\n  lmstack bench serve --model DIR --spec ngram "
+      "--num-spec-tokens 4 --max-concurrency 4");
   sub->callback([o, &runner] { runner = [o] { return run_bench_serve(*o); }; });
 }
 

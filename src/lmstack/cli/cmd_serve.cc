@@ -14,6 +14,7 @@
 #include "lmstack/calc/predict.h"
 #include "lmstack/cli/command.h"
 #include "lmstack/cli/model_session.h"
+#include "lmstack/cli/spec_options.h"
 #include "lmstack/cli/tp_session.h"
 #include "lmstack/core/error.h"
 #include "lmstack/core/file.h"
@@ -33,6 +34,7 @@ struct ServeOptions {
   std::string max_body = "16MiB", kv_dtype = "f32", tool_call_parser = "auto";
   double kv_fraction = 0, read_timeout = 30, shutdown_grace = 5;
   bool no_prefix_cache = false, dry_run = false;
+  SpecCliOptions spec;
 };
 
 // "4096", "512MiB", "2G", "1.5GB" → bytes (K/M/G are binary, KB/MB/GB decimal).
@@ -210,6 +212,10 @@ int run_serve(const ServeOptions& o) {
   const TpSession tp = enter_tensor_parallel(s, o.tp);
   ThreadPool pool(o.threads);
   serve::EngineOptions eo = engine_options(o, s);
+  std::optional<ModelSession> draft;  // --draft-model: outlives the engine
+  eo.spec = spec_options(o.spec, draft);
+  if (eo.spec.method != serve::SpecMethod::kNone && tp.size > 1)
+    throw_error<RequestError>("--spec: not supported with --tp {} (one process only)", tp.size);
   if (tp.size > 1) {  // rank 0's block tables index every rank's cache: one block count
     int32_t blocks = static_cast<int32_t>(std::min<int64_t>(eo.num_blocks, INT32_MAX));
     tp.group.broadcast_i32(&blocks, 1);
@@ -221,6 +227,8 @@ int run_serve(const ServeOptions& o) {
   engine.warmup();
   print_tp_rank_bytes(tp, s.model.weights.bytes(), engine.kv_cache().bytes());
   print_memory(engine, s, o);
+  if (const std::string spec = describe(engine.options().spec, o.spec); !spec.empty())
+    std::printf("%s\n", spec.c_str());
   if (o.dry_run) {
     if (tp.size > 1) model::tp_send_shutdown(tp.group);
     return 0;
@@ -303,6 +311,7 @@ std::function<int()> setup(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "llama3_json", "mistral", "hermes", "none"}));
   app.add_flag("--no-prefix-cache", o->no_prefix_cache, "disable the radix-tree prefix cache");
+  add_spec_options(app, o->spec);
   app.add_flag("--dry-run", o->dry_run, "print the KV pool and memory ledger, then exit");
   app.add_option("--tp", o->tp,
                  "tensor-parallel ranks: run under mpirun -np T; rank 0 serves HTTP, each rank "
@@ -316,6 +325,8 @@ const RegisterCommand kRegister{
      "  lmstack serve --model models/smollm-135m --port 8080\n"
      "  lmstack serve --model DIR --kv-memory 512MiB --max-batch-tokens 256 --dry-run\n"
      "  lmstack serve --model DIR --api-key secret --port 0\n"
+     "  lmstack serve --model DIR --spec ngram --num-spec-tokens 4\n"
+     "  lmstack serve --model DIR --draft-model SMALL_DIR --num-spec-tokens 4\n"
      "  mpirun -np 2 lmstack serve --model DIR --tp 2 --port 8080\n"
      "  curl http://127.0.0.1:8080/v1/completions -H 'Content-Type: application/json' \\\n"
      "       -d '{\"model\": \"smollm-135m\", \"prompt\": \"Hello\", \"max_tokens\": 16}'",

@@ -89,42 +89,19 @@ void Sampler::sort_candidates(std::span<const float> logits, size_t need) {
                     better);
 }
 
-SampleResult Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
-  apply_penalties(logits, history);
-  const bool greedy = params_.temperature == 0.0f;
-  const float inv_t = greedy ? 1.0f : 1.0f / params_.temperature;
-  const float max_logit = logits[static_cast<size_t>(argmax(logits))];
-  // log-softmax over the full (tempered) distribution, for reported logprobs.
-  const double log_z = tempered_probs(logits, inv_t, max_logit);
-  const auto logprob_of = [&](int32_t t) {
-    return static_cast<float>((logits[static_cast<size_t>(t)] - max_logit) * inv_t - log_z);
-  };
-  SampleResult result;
+// Sorts cand_ as far as top-k, top-p and min-p need and returns how many candidates survive
+// them (a prefix of cand_), or 0 when no filter cuts anything: then the distribution is all of
+// probs_, in id order, and nothing needs sorting. probs_ holds the tempered distribution and
+// cand_ the ids, its first `sorted` already in order.
+size_t Sampler::filter(std::span<const float> logits, size_t sorted) {
   const size_t vocab = logits.size();
   const size_t keep_k = params_.top_k > 0 ? std::min<size_t>(params_.top_k, vocab) : vocab;
-  const bool truncates = keep_k < vocab || params_.top_p < 1.0f || params_.min_p > 0.0f;
-  const size_t need_top = static_cast<size_t>(params_.logprobs);
-  // Candidates sorted by logit, best first, as far as some use needs them: the reported
-  // alternatives, top-k, and the prefix top-p and min-p keep (grown below).
-  cand_.resize(vocab);
-  std::iota(cand_.begin(), cand_.end(), 0);
-  size_t sorted = std::max(need_top, !greedy && truncates ? std::min<size_t>(keep_k, 64) : 0);
-  if (sorted > 0) sort_candidates(logits, sorted);
-  for (size_t i = 0; i < need_top && i < vocab; ++i)
-    result.top.push_back({cand_[i], logprob_of(cand_[i])});
-  if (greedy) {
-    result.token = argmax(logits);
-    result.logprob = logprob_of(result.token);
-    return result;
+  if (keep_k == vocab && params_.top_p >= 1.0f && params_.min_p <= 0.0f) return 0;
+  if (sorted < std::min<size_t>(keep_k, 64)) {
+    sorted = std::min<size_t>(keep_k, 64);
+    sort_candidates(logits, sorted);
   }
-  if (!truncates) {
-    // Nothing to cut: sample the whole distribution in id order, no sort needed.
-    std::discrete_distribution<size_t> pick(probs_.begin(), probs_.end());
-    result.token = static_cast<int32_t>(pick(rng_));
-    result.logprob = logprob_of(result.token);
-    return result;
-  }
-  size_t n = keep_k;  // survivors form a prefix of the sorted candidates
+  size_t n = keep_k;
   if (params_.top_p < 1.0f) {
     // Smallest prefix with mass >= top_p of the top-k distribution; sort more candidates
     // (x4) only while the sorted ones fall short.
@@ -155,12 +132,72 @@ SampleResult Sampler::sample(std::span<float> logits, std::span<const int32_t> h
     n = std::min(n, std::max<size_t>(above, 1));
   }
   if (n > sorted) sort_candidates(logits, n);
-  weights_.resize(n);
-  for (size_t i = 0; i < n; ++i) weights_[i] = probs_[static_cast<size_t>(cand_[i])];
-  std::discrete_distribution<size_t> pick(weights_.begin(), weights_.end());
-  result.token = cand_[pick(rng_)];
+  return n;
+}
+
+SampleResult Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
+  apply_penalties(logits, history);
+  const bool greedy = params_.temperature == 0.0f;
+  const float inv_t = greedy ? 1.0f : 1.0f / params_.temperature;
+  const float max_logit = logits[static_cast<size_t>(argmax(logits))];
+  // log-softmax over the full (tempered) distribution, for reported logprobs.
+  const double log_z = tempered_probs(logits, inv_t, max_logit);
+  const auto logprob_of = [&](int32_t t) {
+    return static_cast<float>((logits[static_cast<size_t>(t)] - max_logit) * inv_t - log_z);
+  };
+  SampleResult result;
+  const size_t need_top = std::min(static_cast<size_t>(params_.logprobs), logits.size());
+  cand_.resize(logits.size());
+  std::iota(cand_.begin(), cand_.end(), 0);
+  if (need_top > 0) sort_candidates(logits, need_top);
+  for (size_t i = 0; i < need_top; ++i) result.top.push_back({cand_[i], logprob_of(cand_[i])});
+  if (greedy) {
+    result.token = argmax(logits);
+  } else if (const size_t n = filter(logits, need_top); n == 0) {
+    std::discrete_distribution<size_t> pick(probs_.begin(), probs_.end());
+    result.token = static_cast<int32_t>(pick(rng_));
+  } else {
+    weights_.resize(n);
+    for (size_t i = 0; i < n; ++i) weights_[i] = probs_[static_cast<size_t>(cand_[i])];
+    std::discrete_distribution<size_t> pick(weights_.begin(), weights_.end());
+    result.token = cand_[pick(rng_)];
+  }
   result.logprob = logprob_of(result.token);
   return result;
+}
+
+std::vector<float> Sampler::probabilities(std::span<const float> logits,
+                                          std::span<const int32_t> history) {
+  std::vector<float> l(logits.begin(), logits.end());
+  apply_penalties(l, history);
+  const int32_t best = argmax(l);
+  std::vector<float> out(l.size(), 0.0f);
+  if (params_.temperature == 0.0f) {
+    out[static_cast<size_t>(best)] = 1.0f;
+    return out;
+  }
+  tempered_probs(l, 1.0f / params_.temperature, l[static_cast<size_t>(best)]);
+  cand_.resize(l.size());
+  std::iota(cand_.begin(), cand_.end(), 0);
+  const size_t n = filter(l, 0);
+  if (n == 0) return probs_;
+  double kept = 0;
+  for (size_t i = 0; i < n; ++i) kept += probs_[static_cast<size_t>(cand_[i])];
+  for (size_t i = 0; i < n; ++i) {
+    const size_t t = static_cast<size_t>(cand_[i]);
+    out[t] = static_cast<float>(probs_[t] / kept);
+  }
+  return out;
+}
+
+float Sampler::logprob(std::span<const float> logits, std::span<const int32_t> history,
+                       int32_t token) {
+  std::vector<float> l(logits.begin(), logits.end());
+  apply_penalties(l, history);
+  const float inv_t = params_.temperature == 0.0f ? 1.0f : 1.0f / params_.temperature;
+  const float max_logit = l[static_cast<size_t>(argmax(l))];
+  const double log_z = tempered_probs(l, inv_t, max_logit);
+  return static_cast<float>((l[static_cast<size_t>(token)] - max_logit) * inv_t - log_z);
 }
 
 }  // namespace lmstack::model

@@ -49,11 +49,21 @@ class Sampler {
   // Picks the next token from `logits` (modified in place by penalties/temperature) given the
   // tokens of the sequence so far (prompt + generated; penalties count them).
   SampleResult sample(std::span<float> logits, std::span<const int32_t> history);
+  // The distribution sample() draws from, over the whole vocabulary (zeros outside the
+  // top-k / top-p / min-p survivors; summing to 1): what speculative decoding's rejection
+  // sampling needs as p and q (serve/speculative.h). Temperature 0 gives a point mass on the
+  // argmax (ties to the lowest id). Does not touch the RNG (only the scratch buffers).
+  std::vector<float> probabilities(std::span<const float> logits, std::span<const int32_t> history);
+  // The logprob sample() would report for `token`: its log-softmax after penalties and
+  // temperature, over the whole vocabulary.
+  float logprob(std::span<const float> logits, std::span<const int32_t> history, int32_t token);
+  const SamplingParams& params() const { return params_; }
 
  private:
   void apply_penalties(std::span<float> logits, std::span<const int32_t> history) const;
   double tempered_probs(std::span<const float> logits, float inv_t, float max_logit);
   void sort_candidates(std::span<const float> logits, size_t need);
+  size_t filter(std::span<const float> logits, size_t sorted);
   SamplingParams params_;
   std::mt19937_64 rng_;
   std::vector<float> probs_;    // scratch, reused across steps: the tempered distribution

@@ -10,6 +10,7 @@
 #include "lmstack/core/error.h"
 #include "lmstack/core/log.h"
 #include "lmstack/core/timer.h"
+#include "lmstack/serve/engine_internal.h"
 
 namespace lmstack::serve {
 namespace {
@@ -27,22 +28,6 @@ model::SampleResult sample(Sequence& seq, std::span<float> logits) {
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
-
-}  // namespace
-
-struct Engine::ActiveRequest {
-  int64_t id = 0;
-  EngineRequest request;
-  std::shared_ptr<RequestStream> stream;
-  std::vector<std::unique_ptr<Sequence>> seqs;  // choice order; more appear at the fork
-  int num_finished = 0;
-  bool done = false;
-  double arrival = 0;
-  std::optional<double> first_token;
-  int completion_tokens = 0;
-};
-
-namespace {
 
 // The scheduler may drop KV outside the window only when no layer reads it: every layer
 // windowed (one full-attention layer, as in Qwen2 with max_window_layers > 0, keeps it all).
@@ -67,6 +52,8 @@ Engine::Engine(const model::ModelConfig& config, const model::ModelWeights& weig
       blocks_(options_.num_blocks, options_.block_size),
       cache_(options_.prefix_cache ? std::make_unique<PrefixCache>(blocks_) : nullptr),
       scheduler_(scheduler_options(options_.scheduler, config), blocks_, cache_.get()),
+      drafter_(make_drafter(options_.spec, pool, decoder_.vocab_size(), options_.num_blocks,
+                            options_.block_size)),
       start_time_(now_seconds()) {
   LMSTACK_CHECK(max_context_ > 0, "the engine needs a context length");
 }
@@ -155,8 +142,10 @@ StepTimes Engine::run_plan(const StepPlan& plan) {
   for (const ScheduledSeq& s : plan.seqs) {
     const Sequence& seq = *s.seq;
     const auto first = seq.tokens.begin() + seq.num_computed;
-    batch.add_sequence(std::vector<int32_t>(first, first + s.num_new_tokens), seq.num_computed,
-                       seq.blocks, options_.block_size, s.wants_logits);
+    std::vector<int32_t> feed(first, first + (s.num_new_tokens - s.num_draft_tokens));
+    feed.insert(feed.end(), seq.draft.begin(), seq.draft.begin() + s.num_draft_tokens);
+    batch.add_sequence(feed, seq.num_computed, seq.blocks, options_.block_size, s.wants_logits,
+                       /*all_logits=*/s.num_draft_tokens > 0);
     prompt_tokens += std::max(
         0, std::min(seq.num_prompt_tokens, seq.num_computed + s.num_new_tokens) - seq.num_computed);
   }
@@ -167,16 +156,25 @@ StepTimes Engine::run_plan(const StepPlan& plan) {
   const Timer sample_timer;
   scheduler_.commit(plan);
   const size_t vocab = static_cast<size_t>(decoder_.vocab_size());
-  std::vector<Sequence*> rows;
-  for (const ScheduledSeq& s : plan.seqs)
-    if (s.wants_logits) rows.push_back(s.seq);
-  std::vector<std::optional<model::SampleResult>> sampled = sample_rows(rows);
+  std::vector<Sequence*> rows;    // the sequences that sample this step
+  std::vector<size_t> first_row;  // each one's first logits row: a verified draft has 1 + k
+  for (const ScheduledSeq& s : plan.seqs) {
+    if (!s.wants_logits) continue;
+    first_row.push_back(rows.empty() ? 0 : first_row.back() + 1 + rows.back()->draft.size());
+    rows.push_back(s.seq);
+  }
+  std::vector<std::optional<model::SampleResult>> sampled = sample_rows(rows, first_row);
   int64_t generated = 0;
-  for (size_t row = 0; row < rows.size(); ++row) {
-    const int before = rows[row]->num_generated();
-    on_logits(*rows[row], std::span<float>(logits_.data() + row * vocab, vocab),
-              std::move(sampled[row]));
-    generated += std::max(0, rows[row]->num_generated() - before);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    Sequence& seq = *rows[i];
+    const int before = seq.num_generated();
+    float* logits = logits_.data() + first_row[i] * vocab;
+    if (!seq.draft.empty())
+      on_draft_logits(seq, std::span<const float>(logits, (seq.draft.size() + 1) * vocab),
+                      static_cast<int>(seq.draft.size()));
+    else
+      on_logits(seq, std::span<float>(logits, vocab), std::move(sampled[i]));
+    generated += std::max(0, seq.num_generated() - before);
   }
   metrics_.add_tokens(prompt_tokens, generated, now_seconds() - start_time_);
   times.sample_s = sample_timer.seconds();
@@ -211,15 +209,16 @@ bool Engine::forks_here(const Sequence& seq) const {
 }
 
 std::vector<std::optional<model::SampleResult>> Engine::sample_rows(
-    const std::vector<Sequence*>& rows) {
+    const std::vector<Sequence*>& rows, const std::vector<size_t>& first_row) {
   std::vector<std::optional<model::SampleResult>> out(rows.size());
   const size_t vocab = static_cast<size_t>(decoder_.vocab_size());
   pool_.parallel_for(static_cast<int64_t>(rows.size()), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       Sequence& seq = *rows[static_cast<size_t>(i)];
-      if (forks_here(seq)) continue;  // on_logits samples it after forking the choices
-      out[static_cast<size_t>(i)] =
-          sample(seq, std::span<float>(logits_.data() + static_cast<size_t>(i) * vocab, vocab));
+      // on_logits samples a forking row after the fork; on_draft_logits verifies a draft.
+      if (forks_here(seq) || !seq.draft.empty()) continue;
+      out[static_cast<size_t>(i)] = sample(
+          seq, std::span<float>(logits_.data() + first_row[static_cast<size_t>(i)] * vocab, vocab));
     }
   });
   return out;
@@ -286,6 +285,7 @@ void Engine::finish_seq(ActiveRequest& req, Sequence& seq, const std::string& re
   if (eos) fin.token.sample = *eos;
   req.stream->push(std::move(fin));
   scheduler_.finish(&seq, reason != "cancelled");
+  if (drafter_) drafter_->release(seq.id);
   if (++req.num_finished == req.request.n ||
       (reason == "cancelled" && req.num_finished == static_cast<int>(req.seqs.size())))
     finish_request(req, reason != "cancelled", "");
@@ -349,6 +349,9 @@ bool Engine::step() {
   const Timer step_timer;
   admit_incoming();
   cancel_requests();
+  const Timer draft_timer;
+  if (drafter_) propose_drafts();
+  const double draft_s = draft_timer.seconds();
   const StepPlan plan = scheduler_.schedule();
   StepTimes times;
   if (!plan.empty()) {
@@ -360,7 +363,10 @@ bool Engine::step() {
       for (const ScheduledSeq& s : plan.seqs) {
         auto it = requests_.find(s.seq->request_id);
         if (it == requests_.end() || it->second->done) continue;
-        for (auto& seq : it->second->seqs) scheduler_.finish(seq.get(), false);
+        for (auto& seq : it->second->seqs) {
+          scheduler_.finish(seq.get(), false);
+          if (drafter_) drafter_->release(seq->id);
+        }
         finish_request(*it->second, false, e.what());
       }
     }
@@ -368,7 +374,9 @@ bool Engine::step() {
   reap_finished();
   publish_gauges();
   if (!plan.empty()) {
-    times.schedule_s = std::max(0.0, step_timer.seconds() - times.forward_s - times.sample_s);
+    times.draft_s = draft_s;
+    times.schedule_s =
+        std::max(0.0, step_timer.seconds() - times.forward_s - times.sample_s - draft_s);
     metrics_.add_step(times);
   }
   return !plan.empty();
@@ -403,7 +411,10 @@ void Engine::loop() {
   admit_incoming();  // runs pending tasks, so no explain_prefix() caller waits forever
   for (auto& [id, req] : requests_) {
     if (req->done) continue;
-    for (auto& seq : req->seqs) scheduler_.finish(seq.get(), false);
+    for (auto& seq : req->seqs) {
+      scheduler_.finish(seq.get(), false);
+      if (drafter_) drafter_->release(seq->id);
+    }
     finish_request(*req, false, "the server is shutting down");
   }
   requests_.clear();

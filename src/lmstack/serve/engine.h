@@ -2,7 +2,10 @@
 // chunked prefill, prefix reuse, preemption) → copy-on-write block copies → one
 // Decoder::forward over the flattened batch → sample each sequence with its own parameters
 // and RNG → stream tokens, stop strings, EOS, max_tokens → free finished sequences. With
-// greedy sampling a request's tokens equal model::Generator's for the same prompt.
+// greedy sampling a request's tokens equal model::Generator's for the same prompt. With
+// speculative decoding (EngineOptions::spec, serve/speculative.h) a drafter proposes tokens
+// for each decoding sequence before scheduling and the same forward verifies them
+// (engine_spec.cc); the output distribution is unchanged (greedy: the same tokens).
 //
 // Thread safety: submit(), snapshot(), metrics() and RequestStream::cancel() may be called
 // from any thread. Everything else (scheduler, blocks, KV, requests_) belongs to the loop
@@ -29,6 +32,7 @@
 #include "lmstack/serve/prefix_cache.h"
 #include "lmstack/serve/request_stream.h"
 #include "lmstack/serve/scheduler.h"
+#include "lmstack/serve/speculative.h"
 #include "lmstack/serve/token_constraint.h"
 
 namespace lmstack::serve {
@@ -46,6 +50,8 @@ struct EngineOptions {
   int max_context = 0;     // prompt + max_tokens at most (0: the model's max_position)
   std::vector<int32_t> eos_ids;
   DetokenizerFactory make_detokenizer;  // null: token events carry no text
+  // Speculative decoding. Requests with n > 1, logprobs or penalties are not speculated.
+  SpecOptions spec;
 };
 
 struct EngineRequest {
@@ -57,7 +63,8 @@ struct EngineRequest {
 
 class Engine {
  public:
-  // Config, weights and pool must outlive the engine. Allocates the KV pool.
+  // Config, weights and pool must outlive the engine. Allocates the KV pool (and the draft
+  // model's). ConfigError for bad speculation options (a draft model of another vocabulary).
   Engine(const model::ModelConfig& config, const model::ModelWeights& weights, ThreadPool& pool,
          EngineOptions options);
   ~Engine();
@@ -94,6 +101,7 @@ class Engine {
   const model::KvCache& kv_cache() const { return kv_; }
   // Loop-thread state, for tests and start-up reports (not while start()ed).
   const BlockManager& block_manager() const { return blocks_; }
+  const Drafter* drafter() const { return drafter_.get(); }  // null: no speculation
   void clear_prefix_cache();
   std::optional<PrefixCacheStats> prefix_cache_stats() const;
   // Why `tokens` would (not) hit the prefix cache right now (the /debug/prefix endpoint).
@@ -110,10 +118,16 @@ class Engine {
   void copy_blocks(const StepPlan& plan);
   // Samples the rows that need no fork, in parallel over the pool (each sequence has its own
   // sampler and RNG, so the rows are independent and the tokens are those of a serial loop).
-  std::vector<std::optional<model::SampleResult>> sample_rows(const std::vector<Sequence*>& rows);
+  // first_row[i]: rows[i]'s first logits row. Rows with a draft are left to on_draft_logits.
+  std::vector<std::optional<model::SampleResult>> sample_rows(const std::vector<Sequence*>& rows,
+                                                              const std::vector<size_t>& first_row);
   bool forks_here(const Sequence& seq) const;
   void on_logits(Sequence& seq, std::span<float> logits,
                  std::optional<model::SampleResult> sampled);
+  // engine_spec.cc: drafts for the running decodes, and a draft's verification.
+  bool is_speculable(const Sequence& seq) const;
+  void propose_drafts();
+  void on_draft_logits(Sequence& seq, std::span<const float> logits, int num_draft);
   void fork_choices(ActiveRequest& req, Sequence& parent);
   void emit_token(ActiveRequest& req, Sequence& seq, const model::SampleResult& sample);
   void finish_seq(ActiveRequest& req, Sequence& seq, const std::string& reason,
@@ -133,6 +147,7 @@ class Engine {
   BlockManager blocks_;
   std::unique_ptr<PrefixCache> cache_;
   Scheduler scheduler_;
+  std::unique_ptr<Drafter> drafter_;
   Metrics metrics_;
   std::map<int64_t, std::unique_ptr<ActiveRequest>> requests_;  // loop thread only
   std::vector<float> logits_;                                   // loop thread only

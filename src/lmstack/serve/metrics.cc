@@ -91,11 +91,24 @@ void Metrics::add_step(const StepTimes& t) {
   step_totals_.schedule_s += t.schedule_s;
   step_totals_.forward_s += t.forward_s;
   step_totals_.sample_s += t.sample_s;
+  step_totals_.draft_s += t.draft_s;
 }
 
 void Metrics::set_gauges(const EngineGauges& g) {
   std::lock_guard lock(mu_);
   gauges_ = g;
+}
+
+void Metrics::add_spec_decode(int64_t draft_tokens, int64_t accepted_tokens) {
+  std::lock_guard lock(mu_);
+  ++spec_.num_drafts;
+  spec_.num_draft_tokens += draft_tokens;
+  spec_.num_accepted_tokens += accepted_tokens;
+}
+
+SpecDecodeStats Metrics::spec_decode() const {
+  std::lock_guard lock(mu_);
+  return spec_;
 }
 
 EngineGauges Metrics::gauges() const {
@@ -145,6 +158,8 @@ std::string Metrics::render_prometheus() const {
           "Step time in the batched forward and KV block copies.", step_totals_.forward_s);
   counter(out, "lmstack:engine_sample_seconds_total",
           "Step time in sampling, stop checks and streaming tokens.", step_totals_.sample_s);
+  counter(out, "lmstack:engine_draft_seconds_total",
+          "Step time in speculative drafting (a draft model's forwards).", step_totals_.draft_s);
   double window_tokens = 0;
   for (const auto& p : recent_) window_tokens += static_cast<double>(p.second);
   gauge(out, "lmstack:generation_tokens_per_second",
@@ -155,6 +170,15 @@ std::string Metrics::render_prometheus() const {
           static_cast<double>(num_requests_cancelled_));
   counter(out, "lmstack:request_rejected_total", "Requests refused because the queue was full.",
           static_cast<double>(num_rejected_));
+  counter(out, "lmstack:spec_decode_num_drafts_total",
+          "Speculative drafts verified (one per sequence per step).",
+          static_cast<double>(spec_.num_drafts));
+  counter(out, "lmstack:spec_decode_num_draft_tokens_total", "Draft tokens verified.",
+          static_cast<double>(spec_.num_draft_tokens));
+  counter(out, "lmstack:spec_decode_num_accepted_tokens_total", "Draft tokens the target accepted.",
+          static_cast<double>(spec_.num_accepted_tokens));
+  gauge(out, "lmstack:spec_decode_acceptance_rate", "Accepted / draft tokens since start (0-1).",
+        spec_.acceptance_rate());
   out += ttft_.render("lmstack:time_to_first_token_seconds", "Arrival to first token.");
   out += tpot_.render("lmstack:time_per_output_token_seconds",
                       "Mean time between output tokens of a request.");

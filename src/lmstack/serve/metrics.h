@@ -2,7 +2,8 @@
 // vLLM's (`vllm:time_to_first_token_seconds` → `lmstack:time_to_first_token_seconds`):
 // latency histograms (TTFT, time per output token, end-to-end), request and token counters,
 // and gauges the engine sets once per step (running / waiting requests, KV usage, prefix
-// cache hit rate, preemptions, tokens/s over the last seconds).
+// cache hit rate, preemptions, tokens/s over the last seconds), and speculative decoding's
+// counters (vLLM's spec_decode_num_drafts / _num_draft_tokens / _num_accepted_tokens).
 //
 // Thread safety: all methods may be called from any thread; state is guarded by mu_.
 #pragma once
@@ -50,6 +51,21 @@ struct EngineGauges {
   int64_t num_preemptions = 0;
 };
 
+// Speculative decoding since start: drafts verified (one per sequence per step), draft tokens
+// in them, and how many the target accepted (the bonus or replacement token not counted).
+struct SpecDecodeStats {
+  int64_t num_drafts = 0;
+  int64_t num_draft_tokens = 0;
+  int64_t num_accepted_tokens = 0;
+  double acceptance_rate() const {
+    return num_draft_tokens > 0 ? static_cast<double>(num_accepted_tokens) / num_draft_tokens : 0;
+  }
+  // Tokens emitted per verified draft: 1 + accepted / drafts (vLLM's mean acceptance length).
+  double mean_acceptance_length() const {
+    return num_drafts > 0 ? 1.0 + static_cast<double>(num_accepted_tokens) / num_drafts : 0;
+  }
+};
+
 // Where one engine step's wall time went (Engine::step): admission, cancellation, scheduling
 // and end-of-step bookkeeping; the batched forward with its KV block copies; and sampling,
 // stop checks and streaming of every sequence's token. A request's time per output token
@@ -58,6 +74,7 @@ struct StepTimes {
   double schedule_s = 0;
   double forward_s = 0;
   double sample_s = 0;
+  double draft_s = 0;  // speculative decoding: the drafter's proposals (a draft model's forwards)
 };
 
 class Metrics {
@@ -68,6 +85,8 @@ class Metrics {
   void add_tokens(int64_t prompt_tokens, int64_t generation_tokens, double now_s);
   void add_step(const StepTimes& t);  // a step that ran a forward batch
   void set_gauges(const EngineGauges& g);
+  void add_spec_decode(int64_t draft_tokens, int64_t accepted_tokens);
+  SpecDecodeStats spec_decode() const;
   EngineGauges gauges() const;
   std::string render_prometheus() const;
 
@@ -77,6 +96,7 @@ class Metrics {
   Histogram tpot_;                      // GUARDED_BY(mu_)
   Histogram e2e_;                       // GUARDED_BY(mu_)
   EngineGauges gauges_;                 // GUARDED_BY(mu_)
+  SpecDecodeStats spec_;                // GUARDED_BY(mu_)
   int64_t num_requests_ok_ = 0;         // GUARDED_BY(mu_)
   int64_t num_requests_cancelled_ = 0;  // GUARDED_BY(mu_)
   int64_t num_rejected_ = 0;            // GUARDED_BY(mu_)

@@ -88,11 +88,17 @@ bool Scheduler::grow(Sequence& seq, int tokens, StepPlan& plan) {
   return true;
 }
 
+void Scheduler::cut_draft(Sequence& seq, size_t max_tokens) {
+  seq.draft.resize(std::min(seq.draft.size(), max_tokens));
+  seq.draft_probs.resize(std::min(seq.draft_probs.size(), max_tokens));
+}
+
 void Scheduler::preempt(Sequence* seq, StepPlan& plan) {
   // Keep what was computed in the prefix cache: the recompute will likely find it there.
   cache_full_blocks(*seq, seq->num_computed);
   blocks_.release_all(seq->blocks);
   seq->num_computed = 0;
+  cut_draft(*seq, 0);
   seq->status = SeqStatus::kWaiting;
   ++seq->num_preemptions;
   ++num_preemptions_;
@@ -104,9 +110,17 @@ void Scheduler::preempt(Sequence* seq, StepPlan& plan) {
 void Scheduler::schedule_running(StepPlan& plan, int& budget) {
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i];
-    const int n = std::min(seq->num_uncomputed(), budget);
+    // A speculative draft (decodes only) takes what the budget leaves after the decode token.
+    if (seq->num_uncomputed() != 1) seq->draft.clear();
+    cut_draft(*seq, static_cast<size_t>(budget - 1));
+    int n = std::min(seq->num_uncomputed() + static_cast<int>(seq->draft.size()), budget);
     bool preempted_self = false;
     while (!grow(*seq, seq->num_computed + n, plan)) {
+      if (!seq->draft.empty()) {  // a draft is never worth preempting anyone for
+        cut_draft(*seq, 0);
+        n = 1;
+        continue;
+      }
       Sequence* victim = running_.back();  // the newest; never one already in the plan
       preempt(victim, plan);
       if (victim == seq) {
@@ -115,7 +129,8 @@ void Scheduler::schedule_running(StepPlan& plan, int& budget) {
       }
     }
     if (preempted_self) break;
-    plan.seqs.push_back({seq, n, seq->num_computed + n == seq->num_tokens()});
+    plan.seqs.push_back(
+        {seq, n, seq->num_computed + n >= seq->num_tokens(), static_cast<int>(seq->draft.size())});
     budget -= n;
     ++i;
   }
@@ -163,7 +178,7 @@ StepPlan Scheduler::schedule() {
 
 void Scheduler::commit(const StepPlan& plan) {
   for (const ScheduledSeq& s : plan.seqs) {
-    s.seq->num_computed += s.num_new_tokens;
+    s.seq->num_computed += s.num_new_tokens - s.num_draft_tokens;
     if (!s.seq->prompt_in_cache && s.seq->num_computed >= s.seq->num_prompt_tokens) {
       cache_full_blocks(*s.seq, s.seq->num_prompt_tokens);
       s.seq->prompt_in_cache = true;

@@ -1,10 +1,11 @@
 // Scheduler: iteration-level continuous batching (Orca, Yu et al. 2022) with a token budget
 // per step and chunked prefill (Sarathi, Agrawal et al. 2023). Each step it first gives every
-// running sequence the tokens it still needs (a decode needs 1; a prompt being prefilled gets
-// what the budget leaves), then admits waiting sequences first come, first served, each with
-// its longest cached prefix. When the KV pool runs out it evicts unused cached prefixes, then
-// preempts the most recently admitted sequence by recompute (its blocks are freed; it goes
-// back to the front of the queue and later recomputes its tokens, sampling state intact).
+// running sequence the tokens it still needs (a decode needs 1, plus its speculative draft,
+// cut to the budget and dropped before anyone is preempted for it; a prompt being prefilled
+// gets what the budget leaves), then admits waiting sequences first come, first served, each
+// with its longest cached prefix. When the KV pool runs out it evicts unused cached prefixes,
+// then preempts the most recently admitted sequence by recompute (its blocks are freed; it
+// goes back to the front of the queue and later recomputes its tokens, sampling state intact).
 //
 // Thread safety: none; only the engine loop thread touches it.
 // Invariants: a sequence is in exactly one of waiting() / running() or in neither (finished);
@@ -38,6 +39,10 @@ struct ScheduledSeq {
   Sequence* seq;
   int num_new_tokens;  // tokens [num_computed, num_computed + num_new_tokens) run this step
   bool wants_logits;   // the chunk reaches the end of the sequence: sample after the step
+  // Speculative decoding: the last num_draft_tokens of the new tokens are seq->draft (a decode
+  // step verifying a draft; logits are wanted for every new token). Their KV counts as
+  // computed only once accepted (Engine), so commit() advances num_computed without them.
+  int num_draft_tokens = 0;
 };
 
 // KV blocks held by running sequences, each physical block counted once (a prefix shared by
@@ -91,6 +96,8 @@ class Scheduler {
   // nothing changed) when the pool cannot supply them.
   bool grow(Sequence& seq, int tokens, StepPlan& plan);
   void preempt(Sequence* seq, StepPlan& plan);
+  // Keeps at most max_tokens of the sequence's speculative draft.
+  static void cut_draft(Sequence& seq, size_t max_tokens);
   void schedule_running(StepPlan& plan, int& budget);
   void schedule_waiting(StepPlan& plan, int& budget);
   void admit_prefix(Sequence& seq);

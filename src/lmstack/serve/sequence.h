@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,8 @@ struct Sequence {
         tokens(std::move(prompt)),
         num_prompt_tokens(static_cast<int>(tokens.size())),
         sampler(params),
-        stops(params.stop) {}
+        stops(params.stop),
+        spec_rng(params.seed ^ 0x5DEECE66DULL) {}
 
   int64_t id;
   int64_t request_id = 0;
@@ -45,6 +47,14 @@ struct Sequence {
   model::StopMatcher stops;
   std::function<std::string(int32_t)> detokenize;  // incremental, per choice
   std::unique_ptr<TokenConstraint> constraint;     // null: any token (structured output)
+
+  // Speculative decoding (serve/speculative.h): tokens proposed to follow `tokens`, verified in
+  // the next step, and the drafter's distribution q for each (empty: point masses). Set just
+  // before scheduling, cut by the scheduler to what the step verifies (so during the step it
+  // is exactly the scheduled draft), cleared on preemption and replaced at the next proposal.
+  std::vector<int32_t> draft;
+  std::vector<std::vector<float>> draft_probs;
+  std::mt19937_64 spec_rng;  // draft draws and accept/reject coins; seeded from the request
 
   int num_tokens() const { return static_cast<int>(tokens.size()); }
   int num_generated() const { return num_tokens() - num_prompt_tokens; }
