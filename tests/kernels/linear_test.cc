@@ -80,10 +80,10 @@ void check_variant(const KernelVariant<LinearFn>& v, ThreadPool& pool, DType dt,
 // Decode-sized M (the GEMV path) and prefill-sized M (the blocked GEMM path), with N and K
 // off every multiple of the vector width (16), register tile and cache block.
 const Case kCases[] = {
-    {1, 1, 1},   {1, 3, 17},    {1, 33, 100},  {2, 17, 33},    {3, 100, 257},
-    {4, 64, 64}, {7, 31, 129},  {8, 40, 300},  {1, 257, 1000}, {2, 5, 3},
-    {9, 33, 17}, {15, 65, 100}, {16, 48, 96},  {29, 100, 257}, {64, 129, 520},
-    {37, 70, 1}, {100, 3, 40},  {33, 600, 70}, {5, 1, 700},
+    {1, 1, 1},    {1, 3, 17},     {1, 33, 100},   {2, 17, 33}, {3, 100, 257}, {4, 64, 64},
+    {7, 31, 129}, {8, 40, 300},   {1, 257, 1000}, {2, 5, 3},   {9, 33, 17},   {15, 65, 100},
+    {16, 48, 96}, {29, 100, 257}, {64, 129, 520}, {37, 70, 1}, {100, 3, 40},  {33, 600, 70},
+    {5, 1, 700},  {11, 10, 50},   {13, 7, 33},
 };
 
 TEST(Linear, EveryVariantMatchesReference) {

@@ -84,26 +84,28 @@ void gemv_block(const void* w, int64_t k, int64_t j, const float* x, float* y, i
   }
 }
 
-template <WeightType WT, int MT>
-void gemv_rows(const void* w, int64_t k, int64_t n_begin, int64_t n_end, const float* x, float* y,
-               int64_t ldy, const float* bias, bool accumulate) {
-  int64_t j = n_begin;
-  for (; j + kRows <= n_end; j += kRows)
-    gemv_block<WT, MT, kRows>(w, k, j, x, y, ldy, bias, accumulate);
-  for (; j < n_end; ++j) gemv_block<WT, MT, 1>(w, k, j, x, y, ldy, bias, accumulate);
+// One block of R weight rows at j against all M activation rows, two at a time (2 x 4
+// accumulators + 2 x + 1 w of 16 registers). The pairs are the inner loop, so the block comes
+// from memory once and the later pairs read it from L1 (with the pairs outside the row loop,
+// M = 16 streamed all the weights eight times).
+template <WeightType WT, int R>
+void gemv_block_all_rows(const void* w, int64_t k, int64_t j, const float* x, int64_t m, float* y,
+                         int64_t ldy, const float* bias, bool accumulate) {
+  for (int64_t r = 0; r < m; r += 2) {
+    if (m - r == 1)
+      gemv_block<WT, 1, R>(w, k, j, x + r * k, y + r * ldy, ldy, bias, accumulate);
+    else
+      gemv_block<WT, 2, R>(w, k, j, x + r * k, y + r * ldy, ldy, bias, accumulate);
+  }
 }
 
 template <WeightType WT>
 void gemv_typed(const void* w, int64_t k, int64_t n_begin, int64_t n_end, const float* x, int64_t m,
                 float* y, int64_t ldy, const float* bias, bool accumulate) {
-  for (int64_t r = 0; r < m; r += 2) {  // 2 x 4 accumulators + 2 x + 1 w of 16 registers
-    const float* xr = x + r * k;
-    float* yr = y + r * ldy;
-    if (m - r == 1)
-      gemv_rows<WT, 1>(w, k, n_begin, n_end, xr, yr, ldy, bias, accumulate);
-    else
-      gemv_rows<WT, 2>(w, k, n_begin, n_end, xr, yr, ldy, bias, accumulate);
-  }
+  int64_t j = n_begin;
+  for (; j + kRows <= n_end; j += kRows)
+    gemv_block_all_rows<WT, kRows>(w, k, j, x, m, y, ldy, bias, accumulate);
+  for (; j < n_end; ++j) gemv_block_all_rows<WT, 1>(w, k, j, x, m, y, ldy, bias, accumulate);
 }
 
 }  // namespace

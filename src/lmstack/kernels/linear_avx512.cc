@@ -82,48 +82,51 @@ void gemv_block(const void* w, int64_t k, int64_t j, const float* x, float* y, i
   }
 }
 
-template <WeightType WT, int MT>
-void gemv_rows(const void* w, int64_t k, int64_t n_begin, int64_t n_end, const float* x, float* y,
-               int64_t ldy, const float* bias, bool accumulate) {
-  int64_t j = n_begin;
-  for (; j + kRows <= n_end; j += kRows)
-    gemv_block<WT, MT, kRows>(w, k, j, x, y, ldy, bias, accumulate, j + 2 * kRows <= n_end);
-  for (; j < n_end; ++j) gemv_block<WT, MT, 1>(w, k, j, x, y, ldy, bias, accumulate, false);
-}
-
-template <WeightType WT>
-void gemv_typed(const void* w, int64_t k, int64_t n_begin, int64_t n_end, const float* x, int64_t m,
-                float* y, int64_t ldy, const float* bias, bool accumulate) {
-  // Balanced groups of up to 6 activation rows (6 x 4 accumulators + 6 x + 1 w of 32
-  // registers; M = 8 runs as 4 + 4, not 6 + 2); each further group re-reads the row block
-  // from L1/L2. Against groups of 4: M = 12 and 16 ~8% faster (BM_MidM, 1 thread).
+// One block of R weight rows at j against all M activation rows, in balanced groups of up to
+// 6 (6 x 4 accumulators + 6 x + 1 w of 32 registers; M = 8 runs as 4 + 4, not 6 + 2; against
+// groups of 4, M = 12 and 16 ~8% faster). Groups are the inner loop, so the block comes from
+// memory once and the later groups read it from L1: with the groups outside the row loop,
+// M = 16 streamed all the weights three times (BM_MidM M = 8..16: 1.6-1.9x slower).
+template <WeightType WT, int R>
+void gemv_block_all_rows(const void* w, int64_t k, int64_t j, const float* x, int64_t m, float* y,
+                         int64_t ldy, const float* bias, bool accumulate, bool prefetch_next) {
   const int64_t groups = (m + 5) / 6;
   for (int64_t g = 0, r = 0; g < groups; ++g) {
     const int64_t rows = (m - r + (groups - g) - 1) / (groups - g);
     const float* xr = x + r * k;
     float* yr = y + r * ldy;
+    const bool pf = prefetch_next && g == 0;  // the later groups find the next block in flight
     r += rows;
     switch (rows) {
       case 1:
-        gemv_rows<WT, 1>(w, k, n_begin, n_end, xr, yr, ldy, bias, accumulate);
+        gemv_block<WT, 1, R>(w, k, j, xr, yr, ldy, bias, accumulate, pf);
         break;
       case 2:
-        gemv_rows<WT, 2>(w, k, n_begin, n_end, xr, yr, ldy, bias, accumulate);
+        gemv_block<WT, 2, R>(w, k, j, xr, yr, ldy, bias, accumulate, pf);
         break;
       case 3:
-        gemv_rows<WT, 3>(w, k, n_begin, n_end, xr, yr, ldy, bias, accumulate);
+        gemv_block<WT, 3, R>(w, k, j, xr, yr, ldy, bias, accumulate, pf);
         break;
       case 4:
-        gemv_rows<WT, 4>(w, k, n_begin, n_end, xr, yr, ldy, bias, accumulate);
+        gemv_block<WT, 4, R>(w, k, j, xr, yr, ldy, bias, accumulate, pf);
         break;
       case 5:
-        gemv_rows<WT, 5>(w, k, n_begin, n_end, xr, yr, ldy, bias, accumulate);
+        gemv_block<WT, 5, R>(w, k, j, xr, yr, ldy, bias, accumulate, pf);
         break;
       default:
-        gemv_rows<WT, 6>(w, k, n_begin, n_end, xr, yr, ldy, bias, accumulate);
+        gemv_block<WT, 6, R>(w, k, j, xr, yr, ldy, bias, accumulate, pf);
         break;
     }
   }
+}
+
+template <WeightType WT>
+void gemv_typed(const void* w, int64_t k, int64_t n_begin, int64_t n_end, const float* x, int64_t m,
+                float* y, int64_t ldy, const float* bias, bool accumulate) {
+  int64_t j = n_begin;
+  for (; j + kRows <= n_end; j += kRows)
+    gemv_block_all_rows<WT, kRows>(w, k, j, x, m, y, ldy, bias, accumulate, j + 2 * kRows <= n_end);
+  for (; j < n_end; ++j) gemv_block_all_rows<WT, 1>(w, k, j, x, m, y, ldy, bias, accumulate, false);
 }
 
 }  // namespace
