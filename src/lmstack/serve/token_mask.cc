@@ -62,7 +62,8 @@ TokenTrie::Trie TokenTrie::build(std::vector<int32_t> ids) const {
   t.nodes.push_back(Node{});
   std::vector<Pending> queue = {{0, 0, static_cast<int32_t>(t.ids.size()), 0}};
   for (size_t q = 0; q < queue.size(); ++q) {
-    auto [index, lo, hi, depth] = queue[q];
+    // Named copies, not a structured binding: clang 14 (the fuzz build) cannot capture one.
+    const int32_t index = queue[q].node, lo = queue[q].lo, hi = queue[q].hi, depth = queue[q].depth;
     auto byte_at = [&](int32_t i) { return static_cast<uint8_t>(bytes(t.ids[i])[depth]); };
     int32_t i = lo;
     while (i < hi && static_cast<int32_t>(bytes(t.ids[i]).size()) == depth) ++i;
