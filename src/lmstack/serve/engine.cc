@@ -284,11 +284,17 @@ void Engine::finish_seq(ActiveRequest& req, Sequence& seq, const std::string& re
   fin.token.token = eos ? eos->token : -1;  // RL scores the EOS choice too (rl/rollout.h)
   if (eos) fin.token.sample = *eos;
   req.stream->push(std::move(fin));
-  scheduler_.finish(&seq, reason != "cancelled");
-  if (drafter_) drafter_->release(seq.id);
+  retire(seq, reason != "cancelled");
   if (++req.num_finished == req.request.n ||
       (reason == "cancelled" && req.num_finished == static_cast<int>(req.seqs.size())))
     finish_request(req, reason != "cancelled", "");
+}
+
+// A sequence leaves the scheduler (its blocks freed, or given to the prefix cache when it
+// finished well) and the drafter (a draft model's KV for it).
+void Engine::retire(Sequence& seq, bool cache_blocks) {
+  scheduler_.finish(&seq, cache_blocks);
+  if (drafter_) drafter_->release(seq.id);
 }
 
 void Engine::finish_request(ActiveRequest& req, bool ok, const std::string& error) {
@@ -363,10 +369,7 @@ bool Engine::step() {
       for (const ScheduledSeq& s : plan.seqs) {
         auto it = requests_.find(s.seq->request_id);
         if (it == requests_.end() || it->second->done) continue;
-        for (auto& seq : it->second->seqs) {
-          scheduler_.finish(seq.get(), false);
-          if (drafter_) drafter_->release(seq->id);
-        }
+        for (auto& seq : it->second->seqs) retire(*seq, false);
         finish_request(*it->second, false, e.what());
       }
     }
@@ -411,10 +414,7 @@ void Engine::loop() {
   admit_incoming();  // runs pending tasks, so no explain_prefix() caller waits forever
   for (auto& [id, req] : requests_) {
     if (req->done) continue;
-    for (auto& seq : req->seqs) {
-      scheduler_.finish(seq.get(), false);
-      if (drafter_) drafter_->release(seq->id);
-    }
+    for (auto& seq : req->seqs) retire(*seq, false);
     finish_request(*req, false, "the server is shutting down");
   }
   requests_.clear();

@@ -132,6 +132,7 @@ class Engine {
   void emit_token(ActiveRequest& req, Sequence& seq, const model::SampleResult& sample);
   void finish_seq(ActiveRequest& req, Sequence& seq, const std::string& reason,
                   const model::SampleResult* eos = nullptr);
+  void retire(Sequence& seq, bool cache_blocks);
   void finish_request(ActiveRequest& req, bool ok, const std::string& error);
   void reap_finished();
   void publish_gauges();

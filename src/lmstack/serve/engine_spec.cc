@@ -3,7 +3,6 @@
 // step's one batched forward next to other requests' prefill chunks and plain decodes
 // (Scheduler), with logits for each of the k + 1 positions.
 #include <algorithm>
-#include <cmath>
 
 #include "lmstack/serve/engine.h"
 #include "lmstack/serve/engine_internal.h"
