@@ -254,36 +254,24 @@ void ToolCallParser::llama(Delta& out, bool at_end) {
 }
 
 ToolCallParser::Delta ToolCallParser::push(std::string_view text) {
-  Delta out;
   buf_.append(text);
-  switch (format_) {
-    case ToolCallFormat::kHermes:
-      hermes(out, false);
-      break;
-    case ToolCallFormat::kMistral:
-      marker_then_rest(out, false, kMistralMarker);
-      break;
-    case ToolCallFormat::kLlama3Json:
-      llama(out, false);
-      break;
-    case ToolCallFormat::kNone:
-      out.content = std::move(buf_);
-      buf_.clear();
-  }
-  return out;
+  return advance(false);
 }
 
-ToolCallParser::Delta ToolCallParser::finish() {
+ToolCallParser::Delta ToolCallParser::finish() { return advance(true); }
+
+// Emits what the buffer now allows; at the end, everything (no more text is coming).
+ToolCallParser::Delta ToolCallParser::advance(bool at_end) {
   Delta out;
   switch (format_) {
     case ToolCallFormat::kHermes:
-      hermes(out, true);
+      hermes(out, at_end);
       break;
     case ToolCallFormat::kMistral:
-      marker_then_rest(out, true, kMistralMarker);
+      marker_then_rest(out, at_end, kMistralMarker);
       break;
     case ToolCallFormat::kLlama3Json:
-      llama(out, true);
+      llama(out, at_end);
       break;
     case ToolCallFormat::kNone:
       out.content = std::move(buf_);

@@ -51,6 +51,7 @@ class ToolCallParser {
   Delta finish();
 
  private:
+  Delta advance(bool at_end);
   void hermes(Delta& out, bool at_end);
   void marker_then_rest(Delta& out, bool at_end, std::string_view marker);
   void llama(Delta& out, bool at_end);
