@@ -71,15 +71,17 @@ std::vector<int32_t> random_tokens(int n, int vocab, std::mt19937& rng) {
 // tokenizer and the binary.
 struct BenchMemory {
   double weights = 0, weights_calc = 0, kv = 0, kv_calc = 0, activations_peak = 0, peak_rss = 0;
+  double kv_slots = 0;  // tokens the KV pool holds (whole blocks)
   static BenchMemory measure(const BenchSetup& b, const std::string& kv_dtype) {
     const model::ModelConfig& c = b.session.model.config;
     BenchMemory m;
     m.weights = static_cast<double>(memory_snapshot().held(MemoryCategory::kWeights));
     m.weights_calc = predicted_weight_bytes(c, b.session.model.weights, b.session.model.path);
     m.kv = static_cast<double>(b.cache->bytes());
+    m.kv_slots = static_cast<double>(b.cache->num_blocks() * b.cache->block_size());
     m.kv_calc = calc::kv_bytes_per_token(
                     calc::ModelShape::from_hf_config(c.to_json(), b.session.model.path), kv_dtype) *
-                static_cast<double>(b.cache->num_blocks() * b.cache->block_size());
+                m.kv_slots;
     m.activations_peak = static_cast<double>(memory_peak(MemoryCategory::kActivations));
     rusage u{};
     getrusage(RUSAGE_SELF, &u);
@@ -180,10 +182,8 @@ int run_decode(const BenchModelOptions& o) {
   const DecodeTraffic traffic = decode_traffic(c, b.session.model.weights, ctx + o.steps / 2.0,
                                                o.batch, -1, b.cache->dtype());
   // KV bytes per token: held by the pool (ledger bytes over its token slots) against calc.
-  const double kv_per_token = static_cast<double>(b.cache->bytes()) /
-                              static_cast<double>(b.cache->num_blocks() * b.cache->block_size());
-  const double kv_per_token_calc = calc::kv_bytes_per_token(
-      calc::ModelShape::from_hf_config(c.to_json(), b.session.model.path), o.kv_dtype);
+  const double kv_per_token = mem.kv / mem.kv_slots;
+  const double kv_per_token_calc = mem.kv_calc / mem.kv_slots;
   const double gbs = (traffic.weight_bytes + traffic.kv_bytes) / sec / 1e9;
   const MachineReport m = machine_report(o.machine, o.threads);
   const double llc = m.caches.empty() ? 0 : static_cast<double>(m.caches.back().bytes);
