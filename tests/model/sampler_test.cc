@@ -113,6 +113,10 @@ TEST(Sampler, MaskedLogitsAreNeverChosen) {
   Sampler s(p);
   std::vector<float> l = logits;
   EXPECT_NEAR(s.sample(l, {}).logprob, -std::log(200.0), 1e-5);
+  // Exactly zero, not the softmax kernel's clamped e^-87.33 (the AVX2 path leaves 5.9e-41
+  // there; no few thousand draws would reveal it).
+  const std::vector<float> probs = s.probabilities(logits, {});
+  for (size_t i = 0; i < probs.size(); i += 3) EXPECT_EQ(probs[i], 0.0f) << "token " << i;
 }
 
 TEST(Sampler, TemperatureSharpens) {

@@ -71,7 +71,8 @@ double Sampler::tempered_probs(std::span<const float> logits, float inv_t, float
     masked |= logits[i] == -std::numeric_limits<float>::infinity();
   }
   kernels::softmax_rows(probs_.data(), 1, static_cast<int64_t>(probs_.size()));
-  // The kernel's e^x clamps its input, so a masked (-inf) logit would keep a tiny mass.
+  // The kernel's e^x clamps its input (AVX2: at -87.33), so a masked (-inf) logit would keep
+  // a tiny mass.
   if (masked)
     for (size_t i = 0; i < logits.size(); ++i)
       if (logits[i] == -std::numeric_limits<float>::infinity()) probs_[i] = 0;
