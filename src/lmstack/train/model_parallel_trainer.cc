@@ -146,13 +146,14 @@ Json metrics_line(MpRun& r, Json measured) {
   return line;
 }
 
+// The log before the checkpoint, for the reason trainer.cc's save() gives.
 void save(MpRun& r) {
+  r.log.flush();
   r.state.step = r.step;
   r.state.windows_served = r.train.position().windows_served;
   const std::string dir = save_model_parallel_checkpoint(r.tc.out_dir, r.mp, r.md.config, r.state,
                                                          r.files, r.tc.keep_checkpoints);
   r.last_checkpoint = dir;
-  r.log.flush();
 }
 
 // One optimizer step; returns (mean loss, grad norm before clipping).

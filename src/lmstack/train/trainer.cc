@@ -213,7 +213,11 @@ double evaluate(Run& r) {
   return sum / batches;
 }
 
+// The log first: a kill between the two then leaves the log ahead of the checkpoint, which
+// resume trims (TrainLog drops lines past the checkpoint's step). Flushed after, a kill could
+// leave a checkpoint whose steps the log never got, and the resumed log would lack them.
 void save(Run& r) {
+  r.log->flush();
   TrainerState s{r.step, r.train->position().windows_served, r.tc.seed, r.settings};
   r.last_checkpoint =
       r.dp ? save_sharded_checkpoint(
@@ -221,7 +225,6 @@ void save(Run& r) {
                  r.ep ? r.ep->checkpoint_tensors() : std::vector<WholeShardTensor>{},
                  r.ep ? r.ep->ep() : 1)
            : save_checkpoint(r.tc.out_dir, *r.model, *r.opt, s, r.files, r.tc.keep_checkpoints);
-  r.log->flush();
 }
 
 // One optimizer step; returns (mean loss, grad norm before clipping). Data parallel: this
