@@ -13,6 +13,12 @@ parser turns it into tool_calls, and the client checks names, arguments against 
 JSON schema (with `jsonschema` when installed), streaming deltas against the non-streamed
 reply of the same seed, and a round trip of the call and its result. response_format replies
 must parse and validate the same way over several seeds.
+
+With --reference-port R (the server under test runs a serving mode such as --spec ngram, --spec
+draft or the disaggregated router, R a plain server on the same model) every temperature-0 reply
+of a fixed set, streamed and not, plain and constrained, must equal R's token for token; with
+--expect-metric NAME the server's /metrics must show NAME > 0 afterwards (e.g. accepted draft
+tokens), so the mode was really exercised.
 """
 import argparse
 import concurrent.futures
@@ -322,10 +328,63 @@ def response_format(client, model):
     check(r.choices[0].finish_reason in ("stop", "length"), "serving after bad response_format")
 
 
+def greedy_replies(client, model):
+    """A fixed set of temperature-0 replies: text, finish reason and token counts of each."""
+    out = []
+    prompts = ["The cat sat on the mat. The cat sat on the", "one two three one two three one",
+               "Hello there", "a b a b a b a b"]
+    for p in prompts:
+        c = client.completions.create(model=model, prompt=p, max_tokens=40, temperature=0)
+        out.append(("completion", p, c.choices[0].text, c.choices[0].finish_reason,
+                    c.usage.completion_tokens))
+        text = "".join(x.choices[0].text for x in client.completions.create(
+            model=model, prompt=p, max_tokens=40, temperature=0, stream=True) if x.choices)
+        out.append(("completion stream", p, text))
+        c = client.completions.create(model=model, prompt=p, max_tokens=8, temperature=0,
+                                      logprobs=2)
+        out.append(("completion logprobs", p, c.choices[0].text,
+                    [round(x, 4) for x in c.choices[0].logprobs.token_logprobs]))
+    messages = [{"role": "user", "content": "Repeat: x y z x y z x y z"}]
+    r = client.chat.completions.create(model=model, messages=messages, max_tokens=40, temperature=0)
+    out.append(("chat", r.choices[0].message.content, r.choices[0].finish_reason))
+    text = "".join(x.choices[0].delta.content or "" for x in client.chat.completions.create(
+        model=model, messages=messages, max_tokens=40, temperature=0, stream=True) if x.choices)
+    out.append(("chat stream", text))
+    r = client.chat.completions.create(model=model, messages=messages, max_tokens=200,
+                                       temperature=0, tools=[WEATHER], tool_choice="required")
+    call = r.choices[0].message.tool_calls[0].function
+    out.append(("tool call", call.name, call.arguments))
+    r = client.chat.completions.create(model=model, messages=messages, max_tokens=200,
+                                       temperature=0, response_format={"type": "json_object"})
+    out.append(("json_object", r.choices[0].message.content))
+    return out
+
+
+def same_as_reference(client, ref_client, model, expect_metric, base):
+    # Concurrently too: the mode batches several sequences per step.
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        jobs = [pool.submit(greedy_replies, client, model) for _ in range(3)]
+        got = [j.result(timeout=600) for j in jobs]
+    want = greedy_replies(ref_client, model)
+    for g in got:
+        for a, b in zip(g, want):
+            check(a == b, f"differs from the plain server:\n  got  {a!r}\n  want {b!r}")
+        check(len(g) == len(want), "reply count")
+    if expect_metric:
+        req = urllib.request.Request(base + "/metrics",
+                                     headers={"Authorization": f"Bearer {API_KEY}"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            lines = r.read().decode().splitlines()
+        values = [float(l.split()[-1]) for l in lines if l.split(" ")[0] == expect_metric]
+        check(values and values[0] > 0, f"{expect_metric} is not > 0 in /metrics: {values}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--api-key", default="test-key")
+    ap.add_argument("--reference-port", type=int, help="a plain server on the same model")
+    ap.add_argument("--expect-metric", help="a /metrics counter that must be > 0 at the end")
     args = ap.parse_args()
     global API_KEY
     API_KEY = args.api_key
@@ -344,6 +403,10 @@ def main():
     tools(client, model)
     response_format(client, model)
     parallel(client, model)
+    if args.reference_port:
+        ref = openai.OpenAI(base_url=f"http://127.0.0.1:{args.reference_port}/v1",
+                            api_key=args.api_key, timeout=120, max_retries=0)
+        same_as_reference(client, ref, model, args.expect_metric, base)
     print("openai client checks passed")
 
 
