@@ -124,7 +124,8 @@ void BM_Prefill(benchmark::State& state) {
   }
   const Tensor w = filled(n, k, DType::kBF16);
   std::vector<float> x(static_cast<size_t>(m * k), 0.5f), y(static_cast<size_t>(m * n));
-  for (auto _ : state) v.fn(pool(), y.data(), x.data(), w, m, nullptr, false);
+  const LinearOut out{y.data(), &w};
+  for (auto _ : state) v.fn(pool(), x.data(), m, {&out, 1});
   const double flops = 2.0 * m * n * k * static_cast<double>(state.iterations());
   state.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
   state.counters["peak_GFLOP/s"] = machine().peak_f32_gflops();

@@ -67,7 +67,8 @@ void check_variant(const KernelVariant<LinearFn>& v, ThreadPool& pool, DType dt,
       accumulate ? random_vec(c.m * c.n, rng) : std::vector<float>(c.m * c.n, NAN);
   std::vector<float> want = y0, got = y0;
   ref::linear(want.data(), x.data(), w, c.m, use_bias ? bias.data() : nullptr, accumulate);
-  v.fn(pool, got.data(), x.data(), w, c.m, use_bias ? bias.data() : nullptr, accumulate);
+  const LinearOut out{got.data(), &w, use_bias ? bias.data() : nullptr, accumulate};
+  v.fn(pool, x.data(), c.m, {&out, 1});
   const std::string what = std::string(v.name) + " " + std::string(dtype_name(dt)) +
                            " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
                            " k=" + std::to_string(c.k) + " bias=" + std::to_string(use_bias) +
@@ -110,7 +111,7 @@ TEST(Linear, DispatchedOpMatchesReferenceOnAModelShape) {
   std::mt19937 rng(7);
   ThreadPool pool(2);
   for (int64_t m : {1, 4, 40}) {
-    check_variant({"dispatch", linear, [] { return true; }}, pool, DType::kBF16, {m, 192, 576},
+    check_variant({"dispatch", linear_many, [] { return true; }}, pool, DType::kBF16, {m, 192, 576},
                   true, false, rng);
   }
 }

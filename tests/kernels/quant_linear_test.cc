@@ -10,10 +10,12 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "lmstack/core/half.h"
 #include "lmstack/kernels/linear_variants.h"
 #include "lmstack/kernels/ops.h"
 #include "lmstack/kernels/ops_ref.h"
@@ -77,7 +79,8 @@ void check(const KernelVariant<LinearFn>& v, ThreadPool& pool, DType t, int64_t 
   std::vector<float> want = y0, got = y0;
   const float* bp = use_bias ? bias.data() : nullptr;
   ref::linear(want.data(), x.data(), w, m, bp, accumulate);
-  v.fn(pool, got.data(), x.data(), w, m, bp, accumulate);
+  const LinearOut out{got.data(), &w, bp, accumulate};
+  v.fn(pool, x.data(), m, {&out, 1});
   const bool gemv = m <= kGemvMaxRows && std::string(v.name) != "ref";
   std::vector<float> want_rounded = y0;
   const std::vector<float> xr = gemv ? int8_rounded(x) : x;
@@ -130,7 +133,7 @@ TEST(QuantLinear, SingleRowAndTinyShapes) {
   for (DType t : kQuantTypes) {
     const int64_t k = dtype_info(t).block_size;
     for (int64_t n : {1, 2, 3, 8, 9})
-      check({"dispatch", linear, [] { return true; }}, pool, t, 1, n, k, true, false, rng);
+      check({"dispatch", linear_many, [] { return true; }}, pool, t, 1, n, k, true, false, rng);
   }
 }
 
@@ -152,6 +155,57 @@ TEST(QuantEmbedding, LookupDequantizesRowsAndRejectsBadIds) {
     }
     const int32_t bad[] = {2, 19};
     EXPECT_THROW(embedding_lookup(got.data(), table, bad, 2), RequestError) << dtype_name(t);
+  }
+}
+
+// linear_many(): for each variant, the outputs of one call over weights of mixed types (f32,
+// bf16, two quantized; N off the 4-row blocks) with bias and accumulate equal, bit for bit, one
+// call per weight, in the GEMV regime (M <= 16, one parallel region over all rows) and the
+// GEMM regime. The single-weight path is checked against the reference above.
+TEST(LinearMany, EqualsOneCallPerWeight) {
+  std::mt19937 rng(99);
+  ThreadPool pool(2);
+  const int64_t k = 256;
+  std::vector<Tensor> ws;
+  const std::pair<DType, int64_t> shapes[] = {
+      {DType::kF32, 37}, {DType::kBF16, 5}, {DType::kQ8_0, 9}, {DType::kQ4_K, 3}, {DType::kF16, 64}};
+  for (const auto& [t, n] : shapes) {
+    const std::vector<float> src = random_vec(n * k, rng);
+    if (is_quantized(t)) {
+      ws.push_back(quantize_matrix(pool, src.data(), n, k, t));
+    } else {
+      Tensor f = Tensor::zeros(Shape{n, k}, t);
+      for (int64_t i = 0; i < n * k; ++i) {
+        const float e = src[static_cast<size_t>(i)];
+        if (t == DType::kF32) f.data<float>()[i] = e;
+        if (t == DType::kBF16) f.data<uint16_t>()[i] = f32_to_bf16(e);
+        if (t == DType::kF16) f.data<uint16_t>()[i] = f32_to_f16(e);
+      }
+      ws.push_back(std::move(f));
+    }
+  }
+  for (const auto& v : linear_variants()) {
+    if (!v.supported()) continue;
+    for (int64_t m : {1, 5, 16, 17}) {
+      const std::vector<float> x = random_vec(m * k, rng);
+      std::vector<std::vector<float>> bias, want, got;
+      std::vector<LinearOut> outs;
+      for (size_t i = 0; i < ws.size(); ++i) {
+        const int64_t n = ws[i].dim(0);
+        bias.push_back(random_vec(n, rng));
+        want.push_back(random_vec(m * n, rng));
+        got.push_back(want.back());
+      }
+      for (size_t i = 0; i < ws.size(); ++i) {
+        const LinearOut one{want[i].data(), &ws[i], i % 2 ? bias[i].data() : nullptr, i % 3 == 0};
+        v.fn(pool, x.data(), m, {&one, 1});
+        outs.push_back({got[i].data(), &ws[i], one.bias, one.accumulate});
+      }
+      v.fn(pool, x.data(), m, outs);
+      for (size_t i = 0; i < ws.size(); ++i)
+        ASSERT_EQ(got[i], want[i]) << v.name << " m=" << m << " weight " << i << " "
+                                   << dtype_name(ws[i].dtype());
+    }
   }
 }
 

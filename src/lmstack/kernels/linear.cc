@@ -8,6 +8,7 @@
 // B packing dequantizes them.
 #include <algorithm>
 #include <span>
+#include <vector>
 
 #include "lmstack/core/cpu_features.h"
 #include "lmstack/core/error.h"
@@ -36,54 +37,79 @@ WeightType weight_type(const Tensor& w) {
   return WeightType::kF32;
 }
 
+// The GEMV regime of linear_many(): one parallel region over all outputs' rows, in units of
+// 4 rows so a thread's range starts on the float kernel's row blocks. x is quantized once
+// when any weight is block-quantized (all share K).
+void gemv_many(GemvFn* gemv, QuantGemvFn* quant_gemv, ThreadPool& pool, const float* x,
+               int64_t m, std::span<const LinearOut> outs) {
+  std::vector<int64_t> first_unit(outs.size() + 1, 0);
+  bool any_quantized = false;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    first_unit[i + 1] = first_unit[i] + (outs[i].w->dim(0) + 3) / 4;
+    any_quantized |= is_quantized(outs[i].w->dtype());
+  }
+  const int64_t k = outs[0].w->dim(1);
+  const QuantizedRows xq = any_quantized ? quantize_activations(x, m, k) : QuantizedRows{};
+  const auto run_range = [&](int64_t u0, int64_t u1) {
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const int64_t b0 = std::max(u0, first_unit[i]) - first_unit[i];
+      const int64_t b1 = std::min(u1, first_unit[i + 1]) - first_unit[i];
+      if (b0 >= b1) continue;
+      const LinearOut& o = outs[i];
+      const int64_t n = o.w->dim(0);
+      const int64_t j0 = b0 * 4, j1 = std::min(n, b1 * 4);
+      if (is_quantized(o.w->dtype()))
+        quant_gemv(o.w->dtype(), o.w->raw_data(), j0, j1, xq, m, o.y, n, o.bias, o.accumulate);
+      else
+        gemv(weight_type(*o.w), o.w->raw_data(), k, j0, j1, x, m, o.y, n, o.bias, o.accumulate);
+    }
+  };
+  pool.parallel_for(first_unit.back(), run_range, any_quantized ? 2 : 16);
+}
+
 void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, const GemmIsa& isa, ThreadPool& pool,
-                 float* y, const float* x, const Tensor& w, int64_t m, const float* bias,
-                 bool accumulate) {
-  const WeightType wt = weight_type(w);
-  const int64_t n = w.dim(0), k = w.dim(1);
-  if (m <= 0 || n <= 0) return;
-  if (is_quantized(w.dtype()) && m <= kGemvMaxRows && k > 0) {
-    linear_quant_gemv(quant_gemv, pool, y, x, w, m, bias, accumulate);
+                 const float* x, int64_t m, std::span<const LinearOut> outs) {
+  if (m <= 0 || outs.empty()) return;
+  const int64_t k = outs[0].w->dim(1);
+  for (const LinearOut& o : outs) {
+    weight_type(*o.w);  // checks rank and dtype
+    LMSTACK_CHECK(o.w->dim(1) == k, "linear_many: weights of K {} and {}", k, o.w->dim(1));
+  }
+  if (m <= kGemvMaxRows && k > 0) {
+    gemv_many(gemv, quant_gemv, pool, x, m, outs);
     return;
   }
-  if (m <= kGemvMaxRows || k == 0) {
-    // Blocks of 4 rows so thread ranges start on the kernel's row blocks.
-    const int64_t blocks = (n + 3) / 4;
-    pool.parallel_for(
-        blocks,
-        [&](int64_t b0, int64_t b1) {
-          gemv(wt, w.raw_data(), k, b0 * 4, std::min(n, b1 * 4), x, m, y, n, bias, accumulate);
-        },
-        16);
-    return;
+  for (const LinearOut& o : outs) {
+    const int64_t n = o.w->dim(0);
+    bool accumulate = o.accumulate;
+    if (n <= 0) continue;
+    if (o.bias || k == 0) {  // fold the bias into C so the microkernel only stores or adds
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t j = 0; j < n; ++j)
+          o.y[r * n + j] = (accumulate ? o.y[r * n + j] : 0.0f) + (o.bias ? o.bias[j] : 0.0f);
+      accumulate = true;
+    }
+    if (k == 0) continue;  // an empty product: y is the bias (or kept)
+    gemm_blocked(pool, isa, m, n, k, 1.0f, x, k, false, weight_type(*o.w), o.w->raw_data(), k,
+                 true, o.y, n, accumulate);
   }
-  if (bias) {  // fold the bias into C so the microkernel only stores or adds
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t j = 0; j < n; ++j) y[r * n + j] = (accumulate ? y[r * n + j] : 0.0f) + bias[j];
-    accumulate = true;
-  }
-  gemm_blocked(pool, isa, m, n, k, 1.0f, x, k, false, wt, w.raw_data(), k, true, y, n, accumulate);
 }
 
-void linear_avx512_vnni(ThreadPool& pool, float* y, const float* x, const Tensor& w, int64_t m,
-                        const float* bias, bool accumulate) {
-  linear_with(gemv_avx512, quant_gemv_avx512_vnni, kGemmIsaAvx512, pool, y, x, w, m, bias,
-              accumulate);
+void linear_avx512_vnni(ThreadPool& pool, const float* x, int64_t m,
+                        std::span<const LinearOut> outs) {
+  linear_with(gemv_avx512, quant_gemv_avx512_vnni, kGemmIsaAvx512, pool, x, m, outs);
 }
 
-void linear_avx512(ThreadPool& pool, float* y, const float* x, const Tensor& w, int64_t m,
-                   const float* bias, bool accumulate) {
-  linear_with(gemv_avx512, quant_gemv_avx512, kGemmIsaAvx512, pool, y, x, w, m, bias, accumulate);
+void linear_avx512(ThreadPool& pool, const float* x, int64_t m, std::span<const LinearOut> outs) {
+  linear_with(gemv_avx512, quant_gemv_avx512, kGemmIsaAvx512, pool, x, m, outs);
 }
 
-void linear_avx2(ThreadPool& pool, float* y, const float* x, const Tensor& w, int64_t m,
-                 const float* bias, bool accumulate) {
-  linear_with(gemv_avx2, quant_gemv_avx2, kGemmIsaAvx2, pool, y, x, w, m, bias, accumulate);
+void linear_avx2(ThreadPool& pool, const float* x, int64_t m, std::span<const LinearOut> outs) {
+  linear_with(gemv_avx2, quant_gemv_avx2, kGemmIsaAvx2, pool, x, m, outs);
 }
 
-void linear_ref_variant(ThreadPool&, float* y, const float* x, const Tensor& w, int64_t m,
-                        const float* bias, bool accumulate) {
-  ref::linear(y, x, w, m, bias, accumulate);
+void linear_ref_variant(ThreadPool&, const float* x, int64_t m, std::span<const LinearOut> outs) {
+  for (const LinearOut& o : outs) ref::linear(o.y, x, *o.w, m, o.bias, o.accumulate);
 }
 
 bool avx512_vnni_ok() { return cpu_features().has_avx512() && cpu_features().avx512_vnni; }
@@ -104,8 +130,13 @@ std::span<const KernelVariant<LinearFn>> linear_variants() { return kLinearVaria
 
 void linear(ThreadPool& pool, float* y, const float* x, const Tensor& w, int64_t m,
             const float* bias, bool accumulate) {
+  const LinearOut out{y, &w, bias, accumulate};
+  linear_many(pool, x, m, std::span<const LinearOut>(&out, 1));
+}
+
+void linear_many(ThreadPool& pool, const float* x, int64_t m, std::span<const LinearOut> outs) {
   static LinearFn* const fn = pick_variant(linear_variants());
-  fn(pool, y, x, w, m, bias, accumulate);
+  fn(pool, x, m, outs);
 }
 
 }  // namespace lmstack::kernels

@@ -8,12 +8,13 @@
 
 #include "lmstack/core/tensor.h"
 #include "lmstack/core/thread_pool.h"
+#include "lmstack/kernels/ops.h"
 #include "lmstack/kernels/variant.h"
 
 namespace lmstack::kernels {
 
-using LinearFn = void(ThreadPool& pool, float* y, const float* x, const Tensor& w, int64_t m,
-                      const float* bias, bool accumulate);
+// linear_many()'s contract (ops.h); linear() is the one-output case.
+using LinearFn = void(ThreadPool& pool, const float* x, int64_t m, std::span<const LinearOut> outs);
 using GemmF32Fn = void(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n,
                        int64_t k, float alpha, const float* a, int64_t lda, const float* b,
                        int64_t ldb, float beta, float* c, int64_t ldc);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "lmstack/core/tensor.h"
 #include "lmstack/core/thread_pool.h"
@@ -28,6 +29,19 @@ namespace lmstack::kernels {
 // sum over x blocks of (amax_block / 254) * sum |w| over the block.
 void linear(ThreadPool& pool, float* y, const float* x, const Tensor& w, int64_t m,
             const float* bias = nullptr, bool accumulate = false);
+
+// One product of linear_many(): y[M, N] (+)= x · wᵀ (+ bias), as linear()'s arguments.
+struct LinearOut {
+  float* y;
+  const Tensor* w;
+  const float* bias = nullptr;
+  bool accumulate = false;
+};
+
+// linear() of one x against several weights of the same K (Q, K, V; gate and up): the same
+// results as one linear() per output, but for decode-sized M one parallel region over all
+// their rows instead of one per weight, so a layer pays fewer thread hand-offs.
+void linear_many(ThreadPool& pool, const float* x, int64_t m, std::span<const LinearOut> outs);
 
 // General f32 GEMM, BLAS semantics with row-major storage:
 // C[M, N] = alpha · op(A) · op(B) + beta · C, op(A) is [M, K] (A stored [K, M] if trans_a),

@@ -2,7 +2,7 @@
 // activations are quantized to int8 on the fly, one f32 scale per 32 elements (symmetric,
 // round to nearest, the Q8_0 rule), so each weight block's dot product runs on 8-bit integer
 // SIMD (VNNI vpdpbusd, or vpmaddubsw + vpmaddwd without it) and is scaled once per block.
-// quant_gemv.cc quantizes the activations and threads; quant_gemv_avx512.cc / _avx2.cc are
+// quant_linear.cc quantizes the activations (linear.cc threads the rows); quant_gemv_avx512.cc / _avx2.cc are
 // the leaf kernels (quant_gemv_impl.h). Plain data only here: the leaf files include it.
 #pragma once
 
@@ -35,20 +35,10 @@ QuantGemvFn quant_gemv_avx2;         // AVX2 + FMA + F16C
 
 }  // namespace lmstack::kernels
 
-namespace lmstack {
-class ThreadPool;
-class Tensor;
-}  // namespace lmstack
-
 namespace lmstack::kernels {
 
 // Quantizes the m rows of x [m, k] into `rows` (storage owned by the calling thread, reused
 // across calls; valid until its next call). k must be a multiple of 32.
 QuantizedRows quantize_activations(const float* x, int64_t m, int64_t k);
-
-// linear() for a block-quantized w and m <= 16: quantizes x, then splits w's rows across the
-// pool's threads, each running `gemv` on its range (quant_linear.cc).
-void linear_quant_gemv(QuantGemvFn* gemv, ThreadPool& pool, float* y, const float* x,
-                       const Tensor& w, int64_t m, const float* bias, bool accumulate);
 
 }  // namespace lmstack::kernels

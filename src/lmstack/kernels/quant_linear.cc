@@ -1,14 +1,12 @@
-// The threaded front end of the quantized GEMV (quant_gemv.h): activation quantization, one
-// f32 scale per 32 elements, d = amax / 127 and q = round(x / d) (the Q8_0 rule, so an
-// activation element is off by at most d / 2), then the weight rows split into contiguous
-// ranges per thread. Quantizing x costs O(m k) once per call against O(n k) weight bytes.
+// Activation quantization for the quantized GEMV (quant_gemv.h): one f32 scale per 32
+// elements, d = amax / 127 and q = round(x / d) (the Q8_0 rule, so an activation element is
+// off by at most d / 2). linear.cc quantizes x once per call (O(m k), against O(n k) weight
+// bytes) and splits the weight rows into contiguous ranges per thread.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "lmstack/core/error.h"
-#include "lmstack/core/tensor.h"
-#include "lmstack/core/thread_pool.h"
 #include "lmstack/kernels/quant_gemv.h"
 
 namespace lmstack::kernels {
@@ -51,19 +49,6 @@ QuantizedRows quantize_activations(const float* x, int64_t m, int64_t k) {
       quantize_block(x + r * k + 32 * b, buf.q.data() + r * k + 32 * b, &buf.d[r * nb + b],
                      &buf.sum32[r * nb + b], &buf.sum16[2 * (r * nb + b)]);
   return {buf.q.data(), buf.d.data(), buf.sum32.data(), buf.sum16.data(), k};
-}
-
-void linear_quant_gemv(QuantGemvFn* gemv, ThreadPool& pool, float* y, const float* x,
-                       const Tensor& w, int64_t m, const float* bias, bool accumulate) {
-  const int64_t n = w.dim(0), k = w.dim(1);
-  const QuantizedRows xq = quantize_activations(x, m, k);
-  // Ranges of whole rows; 8 rows at least so a range is worth a thread.
-  pool.parallel_for(
-      n,
-      [&](int64_t j0, int64_t j1) {
-        gemv(w.dtype(), w.raw_data(), j0, j1, xq, m, y, n, bias, accumulate);
-      },
-      8);
 }
 
 }  // namespace lmstack::kernels

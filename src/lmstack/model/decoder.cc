@@ -181,9 +181,9 @@ void Decoder::attention_block(int l, const ForwardBatch& batch, KvCache& cache, 
     mla_attention(pool_, x, h, batch, cache, l, c, w.wq, w.wo, *w.mla, inv_freq_.data(), mla_);
     return;
   }
-  kernels::linear(pool_, q, h, w.wq, t, ptr_or_null(w.bq));
-  kernels::linear(pool_, k, h, w.wk, t, ptr_or_null(w.bk));
-  kernels::linear(pool_, v, h, w.wv, t, ptr_or_null(w.bv));
+  const kernels::LinearOut qkv[] = {
+      {q, &w.wq, ptr_or_null(w.bq)}, {k, &w.wk, ptr_or_null(w.bk)}, {v, &w.wv, ptr_or_null(w.bv)}};
+  kernels::linear_many(pool_, h, t, qkv);  // one parallel region for the three in decode
   if (c.qk_norm) {  // Qwen3: RMSNorm over each head's D dims, before RoPE
     kernels::rmsnorm(q, q, w.q_norm.data<float>(), t * c.num_heads, c.head_dim, c.norm_eps);
     kernels::rmsnorm(k, k, w.k_norm.data<float>(), t * c.num_kv_heads, c.head_dim, c.norm_eps);
@@ -222,11 +222,12 @@ void Decoder::mlp_block(int l, int64_t t, float* x) {
     if (router_observer_) router_observer_(l, moe_scratch_.routing, t);
     return;
   }
-  kernels::linear(pool_, up, h, w.w_up, t, ptr_or_null(w.b_up));
   if (c.mlp == MlpKind::kSwiGlu) {
-    kernels::linear(pool_, gate, h, w.w_gate, t);
+    const kernels::LinearOut gate_up[] = {{up, &w.w_up, ptr_or_null(w.b_up)}, {gate, &w.w_gate}};
+    kernels::linear_many(pool_, h, t, gate_up);
     kernels::silu_mul(up, gate, up, t * c.intermediate_size);
   } else {
+    kernels::linear(pool_, up, h, w.w_up, t, ptr_or_null(w.b_up));
     kernels::gelu_tanh(up, up, t * c.intermediate_size);
   }
   observe(l, LinearInput::kDown, up, t, c.intermediate_size);
