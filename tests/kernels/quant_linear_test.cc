@@ -1,11 +1,12 @@
 // linear() and embedding_lookup() over block-quantized weights: every supported linear variant
 // against the reference (dequantize with quant.h's codec, then a dot in double) for each quant
-// type, decode-sized M (the int8 GEMV, M <= 16) and prefill-sized M (the blocked GEMM whose
-// packing dequantizes), odd N (tails of every row range and register tile) and K from one
-// block to 2816 (tinyllama's 5632 / 2). The GEMV quantizes activations to int8 per 32
-// elements, so its bound adds sum_b (amax_b / 254) * sum_{i in b} |w_i| (ops.h); and, much
-// tighter, it must equal the reference run on x rounded exactly that way (d = amax / 127,
-// q = round(x * (1 / d))), which catches any slip in the scale or offset bookkeeping.
+// type, decode-sized M (the int8 GEMV, M <= 16) and prefill-sized M (with VNNI the int8 GEMM
+// of gemm_int8.h for all but Q6_K, else the blocked GEMM whose packing dequantizes), odd N
+// (tails of every row range and register tile) and K from one block to 2816 (tinyllama's
+// 5632 / 2). The int8 paths quantize activations to int8 per 32 elements, so their bound adds sum_b
+// (amax_b / 254) * sum_{i in b} |w_i| (ops.h); and, much tighter, it must equal the reference run
+// on x rounded exactly that way (d = amax / 127, q = round(x * (1 / d))), which catches any slip in
+// the scale or offset bookkeeping.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -16,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "lmstack/core/half.h"
+#include "lmstack/kernels/gemm_int8.h"
 #include "lmstack/kernels/linear_variants.h"
 #include "lmstack/kernels/ops.h"
 #include "lmstack/kernels/ops_ref.h"
@@ -37,9 +39,9 @@ std::vector<float> random_vec(int64_t n, std::mt19937& rng, float lo = -1.0f, fl
 }
 
 // The allowed |got - want| of output (r, j): f32 accumulation in any order (2e-6 of the
-// magnitude of the terms), plus, on the GEMV path, the activation quantization error.
+// magnitude of the terms), plus, on the int8 paths, the activation quantization error.
 double bound(const std::vector<float>& x, const std::vector<float>& wf, int64_t r, int64_t j,
-             int64_t m, int64_t k, double extra) {
+             bool int8_x, int64_t k, double extra) {
   double mag = extra, quant = 0.0;
   for (int64_t b = 0; b < k / 32; ++b) {
     double amax = 0.0, wsum = 0.0;
@@ -51,7 +53,7 @@ double bound(const std::vector<float>& x, const std::vector<float>& wf, int64_t 
     }
     quant += amax / 254.0 * wsum;
   }
-  return 2e-6 * mag + 1e-6 + (m <= kGemvMaxRows ? quant * (1 + 1e-6) : 0.0);
+  return 2e-6 * mag + 1e-6 + (int8_x ? quant * (1 + 1e-6) : 0.0);
 }
 
 // x with every 32-element block rounded to int8 the way linear()'s GEMV does (quant_linear.cc).
@@ -81,19 +83,22 @@ void check(const KernelVariant<LinearFn>& v, ThreadPool& pool, DType t, int64_t 
   ref::linear(want.data(), x.data(), w, m, bp, accumulate);
   const LinearOut out{got.data(), &w, bp, accumulate};
   v.fn(pool, x.data(), m, {&out, 1});
-  const bool gemv = m <= kGemvMaxRows && std::string(v.name) != "ref";
+  // The GEMV (M <= 16) and, with VNNI, the int8 GEMM (gemm_int8.h) quantize x.
+  const std::string name = v.name;
+  const bool int8_x =
+      name != "ref" && (m <= kGemvMaxRows || (name == "avx512_vnni" && int8_gemm_supports(t)));
   std::vector<float> want_rounded = y0;
-  const std::vector<float> xr = gemv ? int8_rounded(x) : x;
+  const std::vector<float> xr = int8_x ? int8_rounded(x) : x;
   ref::linear(want_rounded.data(), xr.data(), w, m, bp, accumulate);
   for (int64_t r = 0; r < m; ++r) {
     for (int64_t j = 0; j < n; ++j) {
       const size_t at = static_cast<size_t>(r * n + j);
       const double extra = (use_bias ? std::fabs(bias[static_cast<size_t>(j)]) : 0.0) +
                            (accumulate ? std::fabs(y0[at]) : 0.0);
-      ASSERT_NEAR(got[at], want_rounded[at], bound(xr, wf, r, j, kGemvMaxRows + 1, k, extra))
+      ASSERT_NEAR(got[at], want_rounded[at], bound(xr, wf, r, j, false, k, extra))
           << "vs rounded x: " << v.name << " " << dtype_name(t) << " m=" << m << " n=" << n
           << " k=" << k << " at [" << r << ", " << j << "]";
-      ASSERT_NEAR(got[at], want[at], bound(x, wf, r, j, m, k, extra))
+      ASSERT_NEAR(got[at], want[at], bound(x, wf, r, j, int8_x, k, extra))
           << v.name << " " << dtype_name(t) << " m=" << m << " n=" << n << " k=" << k
           << " bias=" << use_bias << " acc=" << accumulate << " threads=" << pool.num_threads()
           << " at [" << r << ", " << j << "]";
@@ -167,8 +172,11 @@ TEST(LinearMany, EqualsOneCallPerWeight) {
   ThreadPool pool(2);
   const int64_t k = 256;
   std::vector<Tensor> ws;
-  const std::pair<DType, int64_t> shapes[] = {
-      {DType::kF32, 37}, {DType::kBF16, 5}, {DType::kQ8_0, 9}, {DType::kQ4_K, 3}, {DType::kF16, 64}};
+  const std::pair<DType, int64_t> shapes[] = {{DType::kF32, 37},
+                                              {DType::kBF16, 5},
+                                              {DType::kQ8_0, 9},
+                                              {DType::kQ4_K, 3},
+                                              {DType::kF16, 64}};
   for (const auto& [t, n] : shapes) {
     const std::vector<float> src = random_vec(n * k, rng);
     if (is_quantized(t)) {
@@ -203,8 +211,8 @@ TEST(LinearMany, EqualsOneCallPerWeight) {
       }
       v.fn(pool, x.data(), m, outs);
       for (size_t i = 0; i < ws.size(); ++i)
-        ASSERT_EQ(got[i], want[i]) << v.name << " m=" << m << " weight " << i << " "
-                                   << dtype_name(ws[i].dtype());
+        ASSERT_EQ(got[i], want[i])
+            << v.name << " m=" << m << " weight " << i << " " << dtype_name(ws[i].dtype());
     }
   }
 }

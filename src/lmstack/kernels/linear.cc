@@ -12,6 +12,7 @@
 
 #include "lmstack/core/cpu_features.h"
 #include "lmstack/core/error.h"
+#include "lmstack/kernels/gemm_int8.h"
 #include "lmstack/kernels/gemm_kernels.h"
 #include "lmstack/kernels/linear_variants.h"
 #include "lmstack/kernels/ops.h"
@@ -40,8 +41,8 @@ WeightType weight_type(const Tensor& w) {
 // The GEMV regime of linear_many(): one parallel region over all outputs' rows, in units of
 // 4 rows so a thread's range starts on the float kernel's row blocks. x is quantized once
 // when any weight is block-quantized (all share K).
-void gemv_many(GemvFn* gemv, QuantGemvFn* quant_gemv, ThreadPool& pool, const float* x,
-               int64_t m, std::span<const LinearOut> outs) {
+void gemv_many(GemvFn* gemv, QuantGemvFn* quant_gemv, ThreadPool& pool, const float* x, int64_t m,
+               std::span<const LinearOut> outs) {
   std::vector<int64_t> first_unit(outs.size() + 1, 0);
   bool any_quantized = false;
   for (size_t i = 0; i < outs.size(); ++i) {
@@ -67,8 +68,9 @@ void gemv_many(GemvFn* gemv, QuantGemvFn* quant_gemv, ThreadPool& pool, const fl
   pool.parallel_for(first_unit.back(), run_range, any_quantized ? 2 : 16);
 }
 
-void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, const GemmIsa& isa, ThreadPool& pool,
-                 const float* x, int64_t m, std::span<const LinearOut> outs) {
+// int8_micro: the int8 prefill GEMM's microkernel (gemm_int8.h), null where the ISA has none.
+void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, Int8MicroFn* int8_micro, const GemmIsa& isa,
+                 ThreadPool& pool, const float* x, int64_t m, std::span<const LinearOut> outs) {
   if (m <= 0 || outs.empty()) return;
   const int64_t k = outs[0].w->dim(1);
   for (const LinearOut& o : outs) {
@@ -83,6 +85,11 @@ void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, const GemmIsa& isa, Thre
     const int64_t n = o.w->dim(0);
     bool accumulate = o.accumulate;
     if (n <= 0) continue;
+    if (int8_micro && int8_gemm_supports(o.w->dtype())) {
+      gemm_int8(int8_micro, pool, o.y, x, m, o.w->dtype(), o.w->raw_data(), n, k, o.bias,
+                accumulate);
+      continue;
+    }
     if (o.bias || k == 0) {  // fold the bias into C so the microkernel only stores or adds
       for (int64_t r = 0; r < m; ++r)
         for (int64_t j = 0; j < n; ++j)
@@ -90,22 +97,23 @@ void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, const GemmIsa& isa, Thre
       accumulate = true;
     }
     if (k == 0) continue;  // an empty product: y is the bias (or kept)
-    gemm_blocked(pool, isa, m, n, k, 1.0f, x, k, false, weight_type(*o.w), o.w->raw_data(), k,
-                 true, o.y, n, accumulate);
+    gemm_blocked(pool, isa, m, n, k, 1.0f, x, k, false, weight_type(*o.w), o.w->raw_data(), k, true,
+                 o.y, n, accumulate);
   }
 }
 
 void linear_avx512_vnni(ThreadPool& pool, const float* x, int64_t m,
                         std::span<const LinearOut> outs) {
-  linear_with(gemv_avx512, quant_gemv_avx512_vnni, kGemmIsaAvx512, pool, x, m, outs);
+  linear_with(gemv_avx512, quant_gemv_avx512_vnni, int8_micro_avx512_vnni, kGemmIsaAvx512, pool, x,
+              m, outs);
 }
 
 void linear_avx512(ThreadPool& pool, const float* x, int64_t m, std::span<const LinearOut> outs) {
-  linear_with(gemv_avx512, quant_gemv_avx512, kGemmIsaAvx512, pool, x, m, outs);
+  linear_with(gemv_avx512, quant_gemv_avx512, nullptr, kGemmIsaAvx512, pool, x, m, outs);
 }
 
 void linear_avx2(ThreadPool& pool, const float* x, int64_t m, std::span<const LinearOut> outs) {
-  linear_with(gemv_avx2, quant_gemv_avx2, kGemmIsaAvx2, pool, x, m, outs);
+  linear_with(gemv_avx2, quant_gemv_avx2, nullptr, kGemmIsaAvx2, pool, x, m, outs);
 }
 
 void linear_ref_variant(ThreadPool&, const float* x, int64_t m, std::span<const LinearOut> outs) {

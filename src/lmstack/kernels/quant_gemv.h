@@ -2,8 +2,9 @@
 // activations are quantized to int8 on the fly, one f32 scale per 32 elements (symmetric,
 // round to nearest, the Q8_0 rule), so each weight block's dot product runs on 8-bit integer
 // SIMD (VNNI vpdpbusd, or vpmaddubsw + vpmaddwd without it) and is scaled once per block.
-// quant_linear.cc quantizes the activations (linear.cc threads the rows); quant_gemv_avx512.cc / _avx2.cc are
-// the leaf kernels (quant_gemv_impl.h). Plain data only here: the leaf files include it.
+// quant_linear.cc quantizes the activations (linear.cc threads the rows); quant_gemv_avx512.cc /
+// _avx2.cc are the leaf kernels (quant_gemv_impl.h). Plain data only here: the leaf files include
+// it.
 #pragma once
 
 #include <cstdint>

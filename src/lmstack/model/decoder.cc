@@ -184,7 +184,7 @@ void Decoder::attention_block(int l, const ForwardBatch& batch, KvCache& cache, 
   const kernels::LinearOut qkv[] = {
       {q, &w.wq, ptr_or_null(w.bq)}, {k, &w.wk, ptr_or_null(w.bk)}, {v, &w.wv, ptr_or_null(w.bv)}};
   kernels::linear_many(pool_, h, t, qkv);  // one parallel region for the three in decode
-  if (c.qk_norm) {  // Qwen3: RMSNorm over each head's D dims, before RoPE
+  if (c.qk_norm) {                         // Qwen3: RMSNorm over each head's D dims, before RoPE
     kernels::rmsnorm(q, q, w.q_norm.data<float>(), t * c.num_heads, c.head_dim, c.norm_eps);
     kernels::rmsnorm(k, k, w.k_norm.data<float>(), t * c.num_kv_heads, c.head_dim, c.norm_eps);
   }

@@ -1,0 +1,146 @@
+// The int8 prefill GEMM (gemm_int8.h): per-type block decoding into the panel layout, the
+// scalar reference microkernel, and the threaded driver.
+#include "lmstack/kernels/gemm_int8.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "lmstack/core/error.h"
+#include "lmstack/core/half.h"
+#include "lmstack/core/thread_pool.h"
+#include "lmstack/kernels/quant_blocks.h"
+
+namespace lmstack::kernels {
+namespace {
+
+// 32 unsigned codes and the scale/offset of block b of one weight row.
+struct BlockCodes {
+  uint8_t code[32];
+  float s, o;
+};
+
+// Q4_0's 16 bytes: element i < 16 in byte i's low nibble, i + 16 in its high nibble.
+void q4_0_nibbles(const uint8_t* qs, uint8_t* code) {
+  for (int i = 0; i < 16; ++i) {
+    code[i] = qs[i] & 15;
+    code[i + 16] = qs[i] >> 4;
+  }
+}
+
+BlockCodes decode_block(DType t, const uint8_t* row, int64_t b) {
+  using namespace qblock;
+  BlockCodes out{};
+  switch (t) {
+    case DType::kQ8_0: {
+      const uint8_t* blk = row + b * kQ8_0Bytes;
+      const float d = f16_to_f32(load_u16(blk));
+      for (int i = 0; i < 32; ++i) out.code[i] = static_cast<uint8_t>(blk[2 + i] ^ 0x80);
+      out.s = d;
+      out.o = -128.0f * d;
+      break;
+    }
+    case DType::kQ4_0: {
+      const uint8_t* blk = row + b * kQ4_0Bytes;
+      const float d = f16_to_f32(load_u16(blk));
+      q4_0_nibbles(blk + 2, out.code);
+      out.s = d;
+      out.o = -8.0f * d;
+      break;
+    }
+    case DType::kQ4_K: {
+      const uint8_t* blk = row + (b / 8) * kQ4_KBytes;
+      const int j = static_cast<int>(b % 8);
+      int sc = 0, mn = 0;
+      q4k_scale_min(blk + kQ4_KScalesAt, j, &sc, &mn);
+      const uint8_t* qs = blk + kQ4_KQsAt + 32 * (j / 2);  // 64 elements per 32 bytes
+      for (int i = 0; i < 32; ++i) out.code[i] = j % 2 ? qs[i] >> 4 : qs[i] & 15;
+      out.s = f16_to_f32(load_u16(blk)) * static_cast<float>(sc);
+      out.o = -f16_to_f32(load_u16(blk + 2)) * static_cast<float>(mn);
+      break;
+    }
+    default: {  // int4_g*: a header per group, then its 32-element chunks laid out as Q4_0's
+      const int64_t group = dtype_info(t).block_size, chunks = group / 32;
+      const uint8_t* grp = row + (b / chunks) * (kInt4HeaderBytes + group / 2);
+      q4_0_nibbles(grp + kInt4HeaderBytes + 16 * (b % chunks), out.code);
+      out.s = f16_to_f32(load_u16(grp));
+      out.o = -out.s * static_cast<float>(grp[2]);
+      break;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+bool int8_gemm_supports(DType t) {
+  return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ4_K || t == DType::kInt4G32 ||
+         t == DType::kInt4G64 || t == DType::kInt4G128;
+}
+
+void pack_int8_panel(DType t, const void* w, int64_t n, int64_t k, int64_t n0, uint8_t* panel) {
+  const int64_t blocks = k / 32, row_bytes = dtype_bytes(t, k);
+  std::memset(panel, 0, static_cast<size_t>(blocks * kInt8PanelBlockBytes));
+  for (int c = 0; c < kInt8PanelCols && n0 + c < n; ++c) {
+    const uint8_t* row = static_cast<const uint8_t*>(w) + (n0 + c) * row_bytes;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const BlockCodes bc = decode_block(t, row, b);
+      uint8_t* pb = panel + b * kInt8PanelBlockBytes;
+      for (int i = 0; i < 32; ++i) pb[(i / 4) * 64 + c * 4 + i % 4] = bc.code[i];
+      float* so = reinterpret_cast<float*>(pb + 32 * kInt8PanelCols);
+      so[c] = bc.s;
+      so[kInt8PanelCols + c] = bc.o;
+    }
+  }
+}
+
+void int8_micro_ref(const QuantizedRows& x, int64_t row0, int mr, const uint8_t* panel, float* c,
+                    int64_t ldc, int nr, bool add) {
+  const int64_t blocks = x.k / 32;
+  for (int r = 0; r < mr; ++r) {
+    const int64_t row = row0 + r;
+    for (int j = 0; j < nr; ++j) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < blocks; ++b) {
+        const uint8_t* pb = panel + b * kInt8PanelBlockBytes;
+        const float* so = reinterpret_cast<const float*>(pb + 32 * kInt8PanelCols);
+        int32_t dot = 0;
+        for (int i = 0; i < 32; ++i)
+          dot += pb[(i / 4) * 64 + j * 4 + i % 4] * x.q[row * x.k + 32 * b + i];
+        const float dx = x.d[row * blocks + b];
+        acc += dx * so[j] * static_cast<float>(dot) +
+               so[kInt8PanelCols + j] * x.sum32[row * blocks + b];
+      }
+      c[r * ldc + j] = add ? c[r * ldc + j] + acc : acc;
+    }
+  }
+}
+
+void gemm_int8(Int8MicroFn* micro, ThreadPool& pool, float* y, const float* x, int64_t m, DType t,
+               const void* w, int64_t n, int64_t k, const float* bias, bool accumulate) {
+  LMSTACK_CHECK(
+      int8_gemm_supports(t) && k % 32 == 0 && k / 32 % (dtype_info(t).block_size / 32) == 0,
+      "gemm_int8: unsupported weight {} with k {}", dtype_name(t), k);
+  if (bias) {  // fold the bias into y so the microkernel only adds
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < n; ++j) y[r * n + j] = (accumulate ? y[r * n + j] : 0.0f) + bias[j];
+    accumulate = true;
+  }
+  const QuantizedRows xq = quantize_activations(x, m, k);
+  const int64_t panels = (n + kInt8PanelCols - 1) / kInt8PanelCols;
+  pool.parallel_for(panels, [&](int64_t p0, int64_t p1) {
+    thread_local std::vector<uint8_t> panel;
+    panel.resize(static_cast<size_t>(k / 32 * kInt8PanelBlockBytes));
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t n0 = p * kInt8PanelCols;
+      const int nr = static_cast<int>(std::min<int64_t>(kInt8PanelCols, n - n0));
+      pack_int8_panel(t, w, n, k, n0, panel.data());
+      for (int64_t r0 = 0; r0 < m; r0 += kInt8MicroRows) {
+        const int mr = static_cast<int>(std::min<int64_t>(kInt8MicroRows, m - r0));
+        micro(xq, r0, mr, panel.data(), y + r0 * n + n0, n, nr, accumulate);
+      }
+    }
+  });
+}
+
+}  // namespace lmstack::kernels

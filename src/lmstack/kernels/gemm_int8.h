@@ -1,0 +1,59 @@
+// Prefill-sized linear layers over block-quantized weights on 8-bit integer dot products
+// (AVX-512 VNNI vpdpbusd: 64 multiply-adds per instruction against the f32 FMA's 16). The
+// activations are quantized to int8 per 32 elements exactly as the decode GEMV does
+// (quant_gemv.h), so prefill and decode see the same x; the f32 path instead dequantizes the
+// weights and multiplies in f32 (gemm_driver.cc), which stays for Q6_K (16-element scales) and
+// for CPUs without VNNI, where vpmaddubsw + vpmaddwd + add (3 ops per 32 MACs) plus the per-
+// block scaling would not beat 8-lane FMAs.
+//
+// Every supported type is written per 32-element block b of a weight row as unsigned codes
+// with one scale and one offset, w[32 b + i] = s_b * code_i + o_b (Q8_0: code = q + 128,
+// o = -128 d; Q4_0: code = q, o = -8 d; Q4_K: s = d sc_j, o = -dmin m_j; int4_g*: o = -s zero),
+// so with x ~= d_x * q_x (sum32 = d_x * sum q_x) one block contributes
+//   d_x s_b * sum(code * q_x) + o_b * sum32,
+// the integer sum exact in int32 (|sum| <= 32 * 255 * 127).
+//
+// Panel layout (16 output columns, all K): per block b, 8 groups g of 64 bytes (lane c holds
+// the codes of column c at k = 32 b + 4 g .. + 3, the operand order of vpdpbusd), then the 16
+// scales and the 16 offsets as f32: kInt8PanelBlockBytes per block. Columns past N are zero.
+#pragma once
+
+#include <cstdint>
+
+#include "lmstack/core/dtype.h"
+#include "lmstack/kernels/quant_gemv.h"
+
+namespace lmstack::kernels {
+
+inline constexpr int kInt8PanelCols = 16;
+inline constexpr int64_t kInt8PanelBlockBytes = 32 * kInt8PanelCols + 2 * kInt8PanelCols * 4;
+
+// Whether gemm_int8 takes weights of this type (Q8_0, Q4_0, Q4_K, int4_g*).
+bool int8_gemm_supports(DType t);
+
+// Packs weight rows [n0, n0 + 16) of w ([n, k] of type t, k a multiple of 32) into `panel`
+// (k / 32 * kInt8PanelBlockBytes bytes).
+void pack_int8_panel(DType t, const void* w, int64_t n, int64_t k, int64_t n0, uint8_t* panel);
+
+// c[r * ldc + j] (+)= sum over blocks of the formula above, rows [row0, row0 + mr) of x
+// (mr <= kInt8MicroRows) and columns j < nr (<= 16) of one panel; `add` selects += over =.
+inline constexpr int kInt8MicroRows = 12;
+using Int8MicroFn = void(const QuantizedRows& x, int64_t row0, int mr, const uint8_t* panel,
+                         float* c, int64_t ldc, int nr, bool add);
+Int8MicroFn int8_micro_avx512_vnni;
+Int8MicroFn int8_micro_ref;  // scalar, the same arithmetic; the tests' reference
+
+}  // namespace lmstack::kernels
+
+namespace lmstack {
+class ThreadPool;
+}
+
+namespace lmstack::kernels {
+
+// y[m, n] (+)= x[m, k] · wᵀ (+ bias) for a weight type int8_gemm_supports(), threads over
+// 16-column panels (each packed once, then run against all m rows).
+void gemm_int8(Int8MicroFn* micro, ThreadPool& pool, float* y, const float* x, int64_t m, DType t,
+               const void* w, int64_t n, int64_t k, const float* bias, bool accumulate);
+
+}  // namespace lmstack::kernels

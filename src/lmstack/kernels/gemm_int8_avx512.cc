@@ -1,0 +1,77 @@
+// The AVX-512 VNNI microkernel of the int8 prefill GEMM (gemm_int8.h): MR rows x 16 columns.
+// Per 32-element block, 8 vpdpbusd per row (the panel's 64-byte group times the row's 4
+// int8 activations broadcast) into a fresh int32 accumulator, then the block's scaling into
+// the f32 accumulator: acc += (d_x * s) * float(isum) + sum32_x * o. 12 rows keep 12 int32 +
+// 12 f32 accumulators, the group, the scales and offsets in 28 of the 32 registers.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "lmstack/kernels/gemm_int8.h"
+
+namespace lmstack::kernels {
+namespace {
+
+inline int32_t load_i32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+template <int MR>
+void micro(const QuantizedRows& x, int64_t row0, const uint8_t* panel, float* c, int64_t ldc,
+           int nr, bool add) {
+  const int64_t blocks = x.k / 32;
+  const int8_t* q = x.q + row0 * x.k;
+  const float* d = x.d + row0 * blocks;
+  const float* sum32 = x.sum32 + row0 * blocks;
+  __m512 acc[MR];
+  for (int r = 0; r < MR; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* pb = panel + b * kInt8PanelBlockBytes;
+    __m512i isum[MR];
+    for (int r = 0; r < MR; ++r) isum[r] = _mm512_setzero_si512();
+    for (int g = 0; g < 8; ++g) {
+      const __m512i codes = _mm512_loadu_si512(pb + g * 64);
+      for (int r = 0; r < MR; ++r)
+        isum[r] = _mm512_dpbusd_epi32(isum[r], codes,
+                                      _mm512_set1_epi32(load_i32(q + r * x.k + 32 * b + 4 * g)));
+    }
+    const __m512 s = _mm512_loadu_ps(pb + 32 * kInt8PanelCols);
+    const __m512 o = _mm512_loadu_ps(pb + 32 * kInt8PanelCols + 4 * kInt8PanelCols);
+    for (int r = 0; r < MR; ++r) {
+      const __m512 scale = _mm512_mul_ps(s, _mm512_set1_ps(d[r * blocks + b]));
+      acc[r] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(isum[r]), acc[r]);
+      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(sum32[r * blocks + b]), o, acc[r]);
+    }
+  }
+  const __mmask16 mask = static_cast<__mmask16>((1u << nr) - 1u);
+  for (int r = 0; r < MR; ++r) {
+    float* out = c + r * ldc;
+    __m512 v = acc[r];
+    if (add) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, out));
+    _mm512_mask_storeu_ps(out, mask, v);
+  }
+}
+
+}  // namespace
+
+void int8_micro_avx512_vnni(const QuantizedRows& x, int64_t row0, int mr, const uint8_t* panel,
+                            float* c, int64_t ldc, int nr, bool add) {
+  static_assert(kInt8MicroRows == 12);
+  switch (mr) {
+#define LMSTACK_INT8_ROWS(R)                   \
+  case R:                                      \
+    micro<R>(x, row0, panel, c, ldc, nr, add); \
+    break;
+    LMSTACK_INT8_ROWS(1)
+    LMSTACK_INT8_ROWS(2)
+    LMSTACK_INT8_ROWS(3) LMSTACK_INT8_ROWS(4) LMSTACK_INT8_ROWS(5) LMSTACK_INT8_ROWS(6)
+        LMSTACK_INT8_ROWS(7) LMSTACK_INT8_ROWS(8) LMSTACK_INT8_ROWS(9) LMSTACK_INT8_ROWS(10)
+            LMSTACK_INT8_ROWS(11) LMSTACK_INT8_ROWS(12)
+#undef LMSTACK_INT8_ROWS
+                default : break;
+  }
+}
+
+}  // namespace lmstack::kernels
