@@ -484,7 +484,9 @@ void add_bench_serve(CLI::App& bench, std::function<int()>& runner) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   sub->add_flag("--no-prefix-cache", o->no_prefix_cache, "--model: disable the prefix cache");
-  sub->add_option("-t,--threads", o->threads, "--model: engine threads");
+  sub->add_option("-t,--threads", o->threads,
+                  "--model: engine threads (default 1: the load generator shares this process; "
+                  "for all cores, serve separately and use --url)");
   add_spec_options(*sub, o->spec);
   sub->add_flag("--json", o->json, "print the report as JSON");
   sub->footer(
