@@ -10,6 +10,8 @@
 #include <fstream>
 #include <thread>
 
+#include <fmt/ranges.h>
+
 #include "lmstack/calc/model_shape.h"
 #include "lmstack/calc/predict.h"
 #include "lmstack/cli/command.h"
@@ -21,6 +23,8 @@
 #include "lmstack/core/memory.h"
 #include "lmstack/core/thread_pool.h"
 #include "lmstack/model/tp_inference.h"
+#include "lmstack/serve/disagg.h"
+#include "lmstack/serve/disagg_router.h"
 #include "lmstack/serve/http_server.h"
 
 namespace lmstack::cli {
@@ -35,6 +39,11 @@ struct ServeOptions {
   double kv_fraction = 0, read_timeout = 30, shutdown_grace = 5;
   bool no_prefix_cache = false, dry_run = false;
   SpecCliOptions spec;
+  // Prefill/decode disaggregation (docs/disaggregation.md).
+  std::string role = "colocated", inject_kv_fault;
+  std::vector<std::string> prefill_urls, decode_urls;
+  int kv_retries = 2;
+  double kv_timeout = 120;
 };
 
 // "4096", "512MiB", "2G", "1.5GB" → bytes (K/M/G are binary, KB/MB/GB decimal).
@@ -200,14 +209,79 @@ int follow_tensor_parallel(const ModelSession& s, const TpSession& tp, ThreadPoo
   return 0;
 }
 
-int run_serve(const ServeOptions& o) {
-  // Block SIGINT/SIGTERM in every thread; one thread waits for them and stops the server.
+serve::ServeRole serve_role(const std::string& role) {
+  if (role == "prefill") return serve::ServeRole::kPrefill;
+  if (role == "decode") return serve::ServeRole::kDecode;
+  return serve::ServeRole::kColocated;
+}
+
+// --role prefill|decode: the options of serve/disagg.h, and what the roles cannot combine with.
+serve::DisaggOptions disagg_options(const ServeOptions& o) {
+  serve::DisaggOptions d;
+  d.role = serve_role(o.role);
+  if (d.role == serve::ServeRole::kColocated) return d;
+  if (o.tp > 1 || o.spec.method != "none" || !o.spec.draft_model.empty())
+    throw_error<RequestError>("--role {}: runs without --tp and --spec", o.role);
+  if (d.role == serve::ServeRole::kDecode) {
+    if (o.prefill_urls.size() > 1)
+      throw_error<RequestError>("--prefill: a decode server takes one default prefill server");
+    if (!o.prefill_urls.empty()) d.prefill_url = o.prefill_urls[0];
+  }
+  d.kv_retries = o.kv_retries;
+  d.kv_timeout_s = o.kv_timeout;
+  if (!o.inject_kv_fault.empty()) {  // KIND:COUNT
+    const size_t colon = o.inject_kv_fault.find(':');
+    d.fault_kind = o.inject_kv_fault.substr(0, colon);
+    d.fault_count = colon == std::string::npos ? 1 : std::stoi(o.inject_kv_fault.substr(colon + 1));
+    if (d.fault_kind != "corrupt" && d.fault_kind != "truncate" && d.fault_kind != "error")
+      throw_error<RequestError>("--inject-kv-fault '{}': expected corrupt|truncate|error[:COUNT]",
+                                o.inject_kv_fault);
+  }
+  return d;
+}
+
+sigset_t block_stop_signals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
+
+// --role router: no model, no engine; a proxy in front of the prefill and decode servers.
+int run_router(const ServeOptions& o) {
+  sigset_t signals = block_stop_signals();
+  serve::ProxyRouterOptions r;
+  r.host = o.host;
+  r.port = o.port;
+  r.prefill_urls = o.prefill_urls;
+  r.decode_urls = o.decode_urls;
+  r.read_timeout_s = o.read_timeout;
+  r.shutdown_grace_s = o.shutdown_grace;
+  serve::ProxyRouter router(r);
+  const int port = router.bind();
+  std::printf("serving router (prefill %s; decode %s) on http://%s:%d\n",
+              fmt::format("{}", fmt::join(o.prefill_urls, ", ")).c_str(),
+              fmt::format("{}", fmt::join(o.decode_urls, ", ")).c_str(), o.host.c_str(), port);
+  std::fflush(stdout);
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    router.stop();
+  });
+  router.serve();
+  waiter.join();
+  std::printf("stopped\n");
+  return 0;
+}
+
+int run_serve(const ServeOptions& o) {
+  // Block SIGINT/SIGTERM in every thread; one thread waits for them and stops the server.
+  if (o.role == "router") return run_router(o);
+  sigset_t signals = block_stop_signals();
   raise_descriptor_limit();
+  const serve::DisaggOptions disagg_opts = disagg_options(o);
   ModelSession s = load_session(o.model);
   const TpSession tp = enter_tensor_parallel(s, o.tp);
   ThreadPool pool(o.threads);
@@ -238,11 +312,15 @@ int run_serve(const ServeOptions& o) {
   serve::OpenAiApi api(engine, s.tokenizer, model_name(o, s.model.path), chat_template);
   if (o.tool_call_parser != "auto")
     api.set_tool_call_format(*serve::tool_call_format_named(o.tool_call_parser));
-  serve::HttpServer server(api, http_options(o));
+  serve::Disaggregation disagg(api, disagg_opts);
+  serve::HttpServerOptions ho = http_options(o);
+  if (disagg_opts.role != serve::ServeRole::kColocated) ho.disagg = &disagg;
+  serve::HttpServer server(api, ho);
   const int port = server.bind();
   engine.start();
-  std::printf("serving %s on http://%s:%d (OpenAI API under /v1, chat page at /)\n",
-              api.model_id().c_str(), o.host.c_str(), port);
+  std::printf("serving %s%s on http://%s:%d (OpenAI API under /v1, chat page at /)\n",
+              api.model_id().c_str(), o.role == "colocated" ? "" : (" as " + o.role).c_str(),
+              o.host.c_str(), port);
   std::fflush(stdout);
   std::thread waiter([&] {
     int sig = 0;
@@ -256,6 +334,28 @@ int run_serve(const ServeOptions& o) {
   if (tp.size > 1) model::tp_send_shutdown(tp.group);
   std::printf("stopped\n");
   return 0;
+}
+
+void add_disagg_options(CLI::App& app, ServeOptions& o) {
+  app.add_option("--role", o.role,
+                 "prefill/decode disaggregation (docs/disaggregation.md): colocated (one "
+                 "server), prefill, decode, or router (no model; proxies to --decode)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"colocated", "prefill", "decode", "router"}));
+  app.add_option("--prefill", o.prefill_urls,
+                 "router: prefill servers (http://host:port, repeatable); decode: the default "
+                 "prefill server");
+  app.add_option("--decode", o.decode_urls,
+                 "router: decode servers (http://host:port, repeatable)");
+  app.add_option("--kv-retries", o.kv_retries, "decode: KV transfer attempts after the first")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 10));
+  app.add_option("--kv-timeout", o.kv_timeout, "decode: seconds per KV transfer attempt")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  app.add_option("--inject-kv-fault", o.inject_kv_fault,
+                 "prefill, for tests: damage the first COUNT KV messages "
+                 "(corrupt|truncate|error[:COUNT])");
 }
 
 std::function<int()> setup(CLI::App& app) {
@@ -317,6 +417,7 @@ std::function<int()> setup(CLI::App& app) {
                  "tensor-parallel ranks: run under mpirun -np T; rank 0 serves HTTP, each rank "
                  "holds 1/T of the weights and KV cache")
       ->capture_default_str();
+  add_disagg_options(app, *o);
   return [o] { return run_serve(*o); };
 }
 
@@ -328,6 +429,10 @@ const RegisterCommand kRegister{
      "  lmstack serve --model DIR --spec ngram --num-spec-tokens 4\n"
      "  lmstack serve --model DIR --draft-model SMALL_DIR --num-spec-tokens 4\n"
      "  mpirun -np 2 lmstack serve --model DIR --tp 2 --port 8080\n"
+     "  lmstack serve --model DIR --role prefill --port 8081 &\n"
+     "  lmstack serve --model DIR --role decode --port 8082 --prefill http://127.0.0.1:8081 &\n"
+     "  lmstack serve --role router --port 8080 --prefill http://127.0.0.1:8081 \\\n"
+     "       --decode http://127.0.0.1:8082\n"
      "  curl http://127.0.0.1:8080/v1/completions -H 'Content-Type: application/json' \\\n"
      "       -d '{\"model\": \"smollm-135m\", \"prompt\": \"Hello\", \"max_tokens\": 16}'",
      setup}};

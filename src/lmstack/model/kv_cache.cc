@@ -101,6 +101,43 @@ void KvCache::copy_block(int64_t src, int64_t dst) {
   copy(v_scale_);
 }
 
+int64_t KvCache::layer_token_bytes() const {
+  return (shared_kv_ ? 1 : 2) * kv_heads_ * kernels::kv_row_bytes(dtype_, head_dim_);
+}
+
+// The pools one token's transfer bytes come from, in order, each with its bytes per token.
+std::vector<std::pair<uint8_t*, size_t>> KvCache::token_parts(int layer) {
+  const auto l = static_cast<size_t>(layer);
+  const size_t rows = static_cast<size_t>(kv_heads_) * dtype_bytes(dtype_, int64_t{head_dim_});
+  const size_t scales = kv_heads_ * sizeof(float);
+  std::vector<std::pair<uint8_t*, size_t>> parts;
+  auto add = [&](std::vector<HostBuffer>& pools, size_t n) {
+    if (!pools.empty()) parts.emplace_back(static_cast<uint8_t*>(pools[l].data()), n);
+  };
+  add(k_, rows);
+  add(k_scale_, scales);
+  if (shared_kv_) return parts;
+  add(v_, rows);
+  add(v_scale_, scales);
+  return parts;
+}
+
+void KvCache::read_token(int layer, int64_t slot, uint8_t* dst) {
+  LMSTACK_CHECK(slot >= 0 && slot < num_blocks_ * block_size_, "KV slot {} outside the pool", slot);
+  for (auto [base, n] : token_parts(layer)) {
+    std::memcpy(dst, base + slot * static_cast<int64_t>(n), n);
+    dst += n;
+  }
+}
+
+void KvCache::write_token(int layer, int64_t slot, const uint8_t* src) {
+  LMSTACK_CHECK(slot >= 0 && slot < num_blocks_ * block_size_, "KV slot {} outside the pool", slot);
+  for (auto [base, n] : token_parts(layer)) {
+    std::memcpy(base + slot * static_cast<int64_t>(n), src, n);
+    src += n;
+  }
+}
+
 BlockPool::BlockPool(int64_t num_blocks) {
   free_.reserve(static_cast<size_t>(num_blocks));
   for (int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lmstack/core/memory.h"
@@ -46,12 +47,23 @@ class KvCache {
   // Copies block `src`'s K and V rows (and int8 scales) of every layer into block `dst`
   // (copy on write).
   void copy_block(int64_t src, int64_t dst);
+  // One token's KV in one layer, as disaggregated serving ships it (serve/kv_transfer.h):
+  // its K rows of every kv head, their int8 scales, then the same for V (MLA: the one row
+  // and its scale). slot = block * block_size + offset.
+  int64_t layer_token_bytes() const;
+  void read_token(int layer, int64_t slot, uint8_t* dst);
+  void write_token(int layer, int64_t slot, const uint8_t* src);
   int64_t num_blocks() const { return num_blocks_; }
   int block_size() const { return block_size_; }
+  int kv_heads() const { return kv_heads_; }
+  int head_dim() const { return head_dim_; }
+  int num_layers() const { return static_cast<int>(k_.size()); }
   DType dtype() const { return dtype_; }
   int64_t bytes() const { return bytes_; }
 
  private:
+  std::vector<std::pair<uint8_t*, size_t>> token_parts(int layer);
+
   int64_t num_blocks_;
   int block_size_;
   int kv_heads_;

@@ -35,6 +35,28 @@ void SamplingParams::validate() const {
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
 
+namespace {
+
+// The sampler's RNG as a distribution sees it, counting the calls (Sampler::num_rng_draws).
+struct CountingRng {
+  using result_type = std::mt19937_64::result_type;
+  std::mt19937_64& rng;
+  uint64_t& draws;
+  static constexpr result_type min() { return std::mt19937_64::min(); }
+  static constexpr result_type max() { return std::mt19937_64::max(); }
+  result_type operator()() {
+    ++draws;
+    return rng();
+  }
+};
+
+}  // namespace
+
+void Sampler::skip_rng_draws(uint64_t n) {
+  rng_.discard(n);
+  num_draws_ += n;
+}
+
 void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> history) const {
   const SamplingParams& p = params_;
   if (p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f)
@@ -156,12 +178,14 @@ SampleResult Sampler::sample(std::span<float> logits, std::span<const int32_t> h
     result.token = argmax(logits);
   } else if (const size_t n = filter(logits, need_top); n == 0) {
     std::discrete_distribution<size_t> pick(probs_.begin(), probs_.end());
-    result.token = static_cast<int32_t>(pick(rng_));
+    CountingRng rng{rng_, num_draws_};
+    result.token = static_cast<int32_t>(pick(rng));
   } else {
     weights_.resize(n);
     for (size_t i = 0; i < n; ++i) weights_[i] = probs_[static_cast<size_t>(cand_[i])];
     std::discrete_distribution<size_t> pick(weights_.begin(), weights_.end());
-    result.token = cand_[pick(rng_)];
+    CountingRng rng{rng_, num_draws_};
+    result.token = cand_[pick(rng)];
   }
   result.logprob = logprob_of(result.token);
   return result;

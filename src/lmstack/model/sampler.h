@@ -58,6 +58,10 @@ class Sampler {
   // temperature, over the whole vocabulary.
   float logprob(std::span<const float> logits, std::span<const int32_t> history, int32_t token);
   const SamplingParams& params() const { return params_; }
+  // Calls made to the RNG so far, and a skip past that many: a sequence continued on another
+  // server (serve's prefill/decode disaggregation) resumes the same random stream.
+  uint64_t num_rng_draws() const { return num_draws_; }
+  void skip_rng_draws(uint64_t n);
 
  private:
   void apply_penalties(std::span<float> logits, std::span<const int32_t> history) const;
@@ -66,6 +70,7 @@ class Sampler {
   size_t filter(std::span<const float> logits, size_t sorted);
   SamplingParams params_;
   std::mt19937_64 rng_;
+  uint64_t num_draws_ = 0;
   std::vector<float> probs_;    // scratch, reused across steps: the tempered distribution
   std::vector<int32_t> cand_;   // scratch: token ids, a sorted prefix of them
   std::vector<float> weights_;  // scratch: the survivors' probabilities

@@ -74,6 +74,7 @@ void Engine::validate(const EngineRequest& r) const {
     throw_error<RequestError>(
         "max_tokens: the prompt ({} tokens) + max_tokens ({}) = {} exceeds the context of {}",
         r.prompt.size(), r.params.max_tokens, total, max_context_);
+  validate_disagg(r);
   if (blocks_.blocks_for_tokens(total) > blocks_.num_blocks())
     throw_error<RequestError>(
         "max_tokens: the prompt + max_tokens = {} tokens need {} KV blocks; the pool has {}", total,
@@ -110,6 +111,10 @@ void Engine::admit_incoming() {
   }
   for (auto& task : tasks) task();
   for (auto& req : batch) {
+    if (req->request.kv_import) {
+      admit_imported(std::move(req));
+      continue;
+    }
     const model::SamplingParams& p = req->request.params;
     auto seq = std::make_unique<Sequence>(next_seq_id_++, req->request.prompt, p);
     seq->request_id = req->id;
@@ -246,6 +251,10 @@ void Engine::on_logits(Sequence& seq, std::span<float> logits,
 void Engine::emit_token(ActiveRequest& req, Sequence& seq, const model::SampleResult& sample) {
   const model::SamplingParams& p = req.request.params;
   if (!req.first_token) req.first_token = now_seconds();
+  if (req.request.kv_export) {
+    export_kv(req, seq, sample);
+    return;
+  }
   if (!p.ignore_eos && std::find(options_.eos_ids.begin(), options_.eos_ids.end(), sample.token) !=
                            options_.eos_ids.end()) {
     finish_seq(req, seq, "stop", &sample);

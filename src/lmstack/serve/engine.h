@@ -28,6 +28,7 @@
 #include "lmstack/model/kv_cache.h"
 #include "lmstack/model/tp_inference.h"
 #include "lmstack/serve/block_manager.h"
+#include "lmstack/serve/kv_transfer.h"
 #include "lmstack/serve/metrics.h"
 #include "lmstack/serve/prefix_cache.h"
 #include "lmstack/serve/request_stream.h"
@@ -59,6 +60,14 @@ struct EngineRequest {
   model::SamplingParams params;  // choice i samples with seed params.seed + i
   int n = 1;
   TokenConstraintFactory make_constraint;  // null: unconstrained; else one per choice
+  // Prefill/decode disaggregation (docs/disaggregation.md), n == 1 and no speculation.
+  // kv_export set (prefill role): run the prompt, sample the first token, fill *kv_export
+  // with the sequence and finish with reason "prefilled" (no token event). kv_import set
+  // (decode role): its prompt must equal `prompt`; at admission its KV is written into fresh
+  // blocks and its first token emitted, then decoding continues in the batch. When the pool
+  // cannot hold the prompt the request ends with a kError event and holds no block.
+  std::shared_ptr<KvHandoff> kv_export;
+  std::shared_ptr<const KvHandoff> kv_import;
 };
 
 class Engine {
@@ -99,6 +108,8 @@ class Engine {
   const EngineOptions& options() const { return options_; }
   int max_context() const { return max_context_; }
   const model::KvCache& kv_cache() const { return kv_; }
+  // What a KV transfer to or from this engine must match (serve/kv_transfer.h).
+  KvLayout kv_layout() const;
   // Loop-thread state, for tests and start-up reports (not while start()ed).
   const BlockManager& block_manager() const { return blocks_; }
   const Drafter* drafter() const { return drafter_.get(); }  // null: no speculation
@@ -129,6 +140,10 @@ class Engine {
   void propose_drafts();
   void on_draft_logits(Sequence& seq, std::span<const float> logits, int num_draft);
   void fork_choices(ActiveRequest& req, Sequence& parent);
+  // engine_disagg.cc: prefill/decode disaggregation.
+  void validate_disagg(const EngineRequest& r) const;
+  void export_kv(ActiveRequest& req, Sequence& seq, const model::SampleResult& first);
+  void admit_imported(std::unique_ptr<ActiveRequest> req);
   void emit_token(ActiveRequest& req, Sequence& seq, const model::SampleResult& sample);
   void finish_seq(ActiveRequest& req, Sequence& seq, const std::string& reason,
                   const model::SampleResult* eos = nullptr);

@@ -46,6 +46,8 @@ constexpr Route kRoutes[] = {
     {"/debug/prefix", Method::kPost, false},
     {"/v1/completions", Method::kPost, false},
     {"/v1/chat/completions", Method::kPost, false},
+    {"/internal/prefill/completions", Method::kPost, false},  // the prefill role (disagg.h)
+    {"/internal/prefill/chat", Method::kPost, false},
 };
 
 const Route* find_route(const std::string& path) {
@@ -136,6 +138,15 @@ HttpReply Router::dispatch(const HttpRequest& req) {
   if (p == "/tokenize") return json_reply(api_.tokenize(req.body));
   if (p == "/detokenize") return json_reply(api_.detokenize(req.body));
   if (p == "/debug/prefix") return json_reply(api_.debug_prefix(req.body));
+  if (p.rfind("/internal/prefill/", 0) == 0) {
+    if (!disagg_ || disagg_->role() != ServeRole::kPrefill)
+      return error_reply(
+          404,
+          fmt::format("Invalid URL ({} {}): not a prefill server (serve --role prefill)",
+                      req.method, req.path),
+          "invalid_request_error");
+    return disagg_->prefill(req.body, p == "/internal/prefill/chat");
+  }
   return generate(req, p == "/v1/chat/completions");
 }
 
@@ -151,6 +162,7 @@ HttpReply Router::model(const std::string& id) const {
 HttpReply Router::generate(const HttpRequest& req, bool chat) {
   auto g = std::make_shared<Generation>();
   g->request = chat ? api_.parse_chat(req.body) : api_.parse_completion(req.body);
+  if (disagg_ && disagg_->role() == ServeRole::kDecode) disagg_->import(req, chat, g->request);
   std::optional<std::shared_ptr<RequestStream>> stream = api_.engine().submit(g->request.engine);
   if (!stream)
     return error_reply(429, "the server's queue is full; retry later", "rate_limit_exceeded");

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "lmstack/serve/disagg.h"
 #include "lmstack/serve/http_request.h"
 #include "lmstack/serve/openai_api.h"
 #include "lmstack/serve/openai_format.h"
@@ -44,8 +45,11 @@ bool bearer_matches(const std::string* authorization, const std::string& key);
 
 class Router {
  public:
-  // The API must outlive the router. `api_key` empty: no authentication.
-  Router(OpenAiApi& api, std::string api_key) : api_(api), api_key_(std::move(api_key)) {}
+  // The API must outlive the router. `api_key` empty: no authentication. `disagg` (may be
+  // null, else outlives the router): the prefill role serves /internal/prefill/*, the decode
+  // role fetches each generation's prompt KV before submitting it (disagg.h).
+  Router(OpenAiApi& api, std::string api_key, Disaggregation* disagg = nullptr)
+      : api_(api), api_key_(std::move(api_key)), disagg_(disagg) {}
   // The answer to one request; never throws (errors become OpenAI error answers).
   HttpReply handle(const HttpRequest& request);
 
@@ -56,6 +60,7 @@ class Router {
 
   OpenAiApi& api_;
   std::string api_key_;
+  Disaggregation* disagg_;
 };
 
 }  // namespace lmstack::serve

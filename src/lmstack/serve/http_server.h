@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 
+#include "lmstack/serve/disagg.h"
 #include "lmstack/serve/http_request.h"
 #include "lmstack/serve/openai_api.h"
 
@@ -35,6 +36,7 @@ struct HttpServerOptions {
   int max_connections = 4096;      // accepted at once; more are closed at accept
   double shutdown_grace_s = 5;     // stop(): time requests in flight get to finish
   HttpLimits limits;
+  Disaggregation* disagg = nullptr;  // prefill or decode role (disagg.h); outlives the server
 };
 
 class HttpServer {

@@ -75,7 +75,7 @@ struct HttpServer::Impl {
   // races with its creation.
   Impl(OpenAiApi& api, HttpServerOptions o)
       : options(std::move(o)),
-        router(api, options.api_key),
+        router(api, options.api_key, options.disagg),
         epoll(epoll_create1(EPOLL_CLOEXEC)),
         wake(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
   ~Impl();

@@ -116,6 +116,36 @@ EngineGauges Metrics::gauges() const {
   return gauges_;
 }
 
+void Metrics::add_kv_transfer(const KvTransferStats& d) {
+  std::lock_guard lock(mu_);
+  kv_transfer_.num_transfers += d.num_transfers;
+  kv_transfer_.bytes += d.bytes;
+  kv_transfer_.seconds += d.seconds;
+  kv_transfer_.num_failed += d.num_failed;
+  kv_transfer_.num_retried += d.num_retried;
+}
+
+KvTransferStats Metrics::kv_transfer() const {
+  std::lock_guard lock(mu_);
+  return kv_transfer_;
+}
+
+namespace {
+
+void render_kv_transfer(std::string& out, const KvTransferStats& k) {
+  counter(out, "lmstack:kv_transfers_total", "KV messages sent or received (disaggregation).",
+          static_cast<double>(k.num_transfers));
+  counter(out, "lmstack:kv_transfer_bytes_total", "Bytes of those KV messages.",
+          static_cast<double>(k.bytes));
+  counter(out, "lmstack:kv_transfer_seconds_total", "Wall time of those KV transfers.", k.seconds);
+  counter(out, "lmstack:kv_transfers_failed_total", "Requests failed by a KV transfer.",
+          static_cast<double>(k.num_failed));
+  counter(out, "lmstack:kv_transfers_retried_total", "KV transfer attempts repeated.",
+          static_cast<double>(k.num_retried));
+}
+
+}  // namespace
+
 std::string Metrics::render_prometheus() const {
   std::lock_guard lock(mu_);
   std::string out;
@@ -125,6 +155,8 @@ std::string Metrics::render_prometheus() const {
   gauge(out, "lmstack:num_requests_waiting", "Requests queued for admission.", g.num_waiting);
   gauge(out, "lmstack:kv_cache_usage_perc", "Fraction of KV blocks held (0-1).",
         ratio(g.kv_blocks_used, g.kv_blocks_total));
+  gauge(out, "lmstack:kv_cache_blocks_used", "KV blocks held by sequences or the prefix cache.",
+        static_cast<double>(g.kv_blocks_used));
   gauge(out, "lmstack:kv_cache_utilization",
         "Tokens stored / token slots of the KV blocks running sequences hold (0-1).",
         ratio(g.kv_tokens_stored, g.kv_tokens_allocated));
@@ -143,6 +175,7 @@ std::string Metrics::render_prometheus() const {
           static_cast<double>(g.prefix_query_tokens));
   counter(out, "lmstack:prefix_cache_hits_total", "Prompt tokens found.",
           static_cast<double>(g.prefix_hit_tokens));
+  render_kv_transfer(out, kv_transfer_);
   counter(out, "lmstack:num_preemptions_total", "Sequences preempted (recomputed later).",
           static_cast<double>(g.num_preemptions));
   counter(out, "lmstack:prompt_tokens_total", "Prompt tokens computed.",

@@ -66,6 +66,18 @@ struct SpecDecodeStats {
   }
 };
 
+// Prefill/decode disaggregation since start (docs/disaggregation.md): KV messages sent (the
+// prefill role) or received and imported (the decode role), their bytes and wall time, and
+// the transfers that failed for good or were tried again.
+struct KvTransferStats {
+  int64_t num_transfers = 0;  // that succeeded
+  int64_t bytes = 0;          // of those, whole messages (header and checksums included)
+  double seconds = 0;         // decode role: the request to the prefill server until the
+                              // message was read and checked; prefill role: prefill + encode
+  int64_t num_failed = 0;     // requests answered with an error after the last attempt
+  int64_t num_retried = 0;    // attempts repeated after a failed one
+};
+
 // Where one engine step's wall time went (Engine::step): admission, cancellation, scheduling
 // and end-of-step bookkeeping; the batched forward with its KV block copies; and sampling,
 // stop checks and streaming of every sequence's token. A request's time per output token
@@ -87,6 +99,8 @@ class Metrics {
   void set_gauges(const EngineGauges& g);
   void add_spec_decode(int64_t draft_tokens, int64_t accepted_tokens);
   SpecDecodeStats spec_decode() const;
+  void add_kv_transfer(const KvTransferStats& delta);
+  KvTransferStats kv_transfer() const;
   EngineGauges gauges() const;
   std::string render_prometheus() const;
 
@@ -97,6 +111,7 @@ class Metrics {
   Histogram e2e_;                       // GUARDED_BY(mu_)
   EngineGauges gauges_;                 // GUARDED_BY(mu_)
   SpecDecodeStats spec_;                // GUARDED_BY(mu_)
+  KvTransferStats kv_transfer_;         // GUARDED_BY(mu_)
   int64_t num_requests_ok_ = 0;         // GUARDED_BY(mu_)
   int64_t num_requests_cancelled_ = 0;  // GUARDED_BY(mu_)
   int64_t num_rejected_ = 0;            // GUARDED_BY(mu_)

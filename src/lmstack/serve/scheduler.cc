@@ -26,6 +26,16 @@ void Scheduler::add_running(Sequence* seq, Sequence* after) {
   running_.insert(it == running_.end() ? it : it + 1, seq);
 }
 
+bool Scheduler::add_prefilled(Sequence* seq, int num_computed) {
+  const int64_t n = blocks_.blocks_for_tokens(num_computed);
+  if (!reserve(n)) return false;
+  for (int64_t i = 0; i < n; ++i) seq->blocks.push_back(*blocks_.allocate());
+  seq->num_computed = num_computed;
+  seq->status = SeqStatus::kRunning;
+  running_.push_back(seq);
+  return true;
+}
+
 void Scheduler::cache_full_blocks(Sequence& seq, int num_tokens) {
   const size_t full = static_cast<size_t>(num_tokens / blocks_.block_size());
   if (cache_ == nullptr || full == 0) return;

@@ -74,6 +74,10 @@ class Scheduler {
   void add(Sequence* seq);  // to the back of the queue
   // Adds a running sequence right behind `after` (n > 1 forks join in the same step).
   void add_running(Sequence* seq, Sequence* after);
+  // Adds a running sequence whose first `num_computed` tokens' KV arrives from elsewhere
+  // (disaggregated serving): gives it fresh blocks for them, evicting unused cached prefixes
+  // if needed. False, and nothing changed, when the pool cannot supply them.
+  bool add_prefilled(Sequence* seq, int num_computed);
   // Removes a sequence wherever it is and frees its blocks; its computed full blocks go to
   // the prefix cache first when `cache_blocks` is set.
   void finish(Sequence* seq, bool cache_blocks);
