@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "lmstack/core/error.h"
+#include "lmstack/model/kv_cache.h"
 
 namespace lmstack::serve {
 namespace {
@@ -99,7 +100,7 @@ void check_layout(const KvLayout& got, const KvLayout& want) {
   if (got.dtype != want.dtype)
     throw_error<FormatError>(
         "KV transfer: model mismatch: kv_dtype is {} on the prefill server, {} on this one",
-        dtype_name(got.dtype), dtype_name(want.dtype));
+        model::kv_dtype_name(got.dtype), model::kv_dtype_name(want.dtype));
   field("layer_token_bytes", got.layer_token_bytes, want.layer_token_bytes);
 }
 
