@@ -1,12 +1,16 @@
 // The KV transfer message (serve/kv_transfer.h): CRC-32 against the published check value and
 // zlib's, a round trip, and every kind of damage refused with a message naming it: each byte
-// flipped, each truncation, trailing bytes, another version, another model or KV dtype.
+// flipped, each truncation, trailing bytes, another version, another model or KV dtype; and a
+// message written independently (Python struct + zlib.crc32, fuzz/corpus/kv_transfer) reads
+// back and re-encodes to the same bytes.
 #include "lmstack/serve/kv_transfer.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
 #include <numeric>
+#include <sstream>
 
 #include "lmstack/core/error.h"
 
@@ -126,6 +130,23 @@ TEST(KvTransfer, WrongMagicVersionOrModelIsRefusedByName) {
   other = layout();
   other.head_dim = 8;
   EXPECT_NE(refusal(good, other).find("head_dim"), std::string::npos);
+}
+
+TEST(KvTransfer, ReadsTheIndependentlyWrittenMessage) {
+  std::ifstream in(LMSTACK_SOURCE_DIR "/fuzz/corpus/kv_transfer/five_tokens_two_top.bin",
+                   std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  ASSERT_EQ(bytes.str().size(), 432u);
+  const KvHandoff h = decode_kv_message(bytes.str(), layout());
+  EXPECT_EQ(h.prompt, (std::vector<int32_t>{3, 4, 5, 6, 7}));
+  EXPECT_EQ(h.first.token, 42);
+  EXPECT_EQ(h.seed, 7u);
+  EXPECT_EQ(h.rng_draws, 1u);
+  ASSERT_EQ(h.kv.size(), 2u * 5 * 32);
+  EXPECT_EQ(h.kv[1], 38);                    // layer 0, byte 1: 1*31 + 7
+  EXPECT_EQ(h.kv[160], (131 + 7) & 0xFF);  // layer 1, byte 0
+  EXPECT_EQ(encode_kv_message(h), bytes.str());
 }
 
 TEST(KvTransfer, OneTokenAndNoLogprobsRoundTrip) {
