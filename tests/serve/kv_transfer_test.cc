@@ -144,7 +144,7 @@ TEST(KvTransfer, ReadsTheIndependentlyWrittenMessage) {
   EXPECT_EQ(h.seed, 7u);
   EXPECT_EQ(h.rng_draws, 1u);
   ASSERT_EQ(h.kv.size(), 2u * 5 * 32);
-  EXPECT_EQ(h.kv[1], 38);                    // layer 0, byte 1: 1*31 + 7
+  EXPECT_EQ(h.kv[1], 38);                  // layer 0, byte 1: 1*31 + 7
   EXPECT_EQ(h.kv[160], (131 + 7) & 0xFF);  // layer 1, byte 0
   EXPECT_EQ(encode_kv_message(h), bytes.str());
 }

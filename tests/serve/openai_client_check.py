@@ -18,7 +18,9 @@ With --reference-port R (the server under test runs a serving mode such as --spe
 draft or the disaggregated router, R a plain server on the same model) every temperature-0 reply
 of a fixed set, streamed and not, plain and constrained, must equal R's token for token; with
 --expect-metric NAME the server's /metrics must show NAME > 0 afterwards (e.g. accepted draft
-tokens), so the mode was really exercised.
+tokens), so the mode was really exercised. With --disaggregated (the router of `serve --role
+router`, docs/disaggregation.md) the checks that ask for n=2 ask for n=1, n=2 must be refused
+with a 400 naming `n`, and seeded samples and logprobs must equal R's too.
 """
 import argparse
 import concurrent.futures
@@ -43,6 +45,7 @@ def check(cond, what):
 
 
 API_KEY = "test-key"
+N = 2  # choices where a check asks for several; 1 against a disaggregated stack
 
 
 def raw_post(base, path, body):
@@ -72,15 +75,15 @@ def basic(client, model):
 
     chat = client.chat.completions.create(
         model=model, messages=[{"role": "user", "content": "Hi"}], max_tokens=6, temperature=0,
-        logprobs=True, top_logprobs=2, n=2)
-    check(len(chat.choices) == 2 and chat.choices[0].message.role == "assistant", f"{chat}")
-    check(chat.choices[0].message.content == chat.choices[1].message.content,
+        logprobs=True, top_logprobs=2, n=N)
+    check(len(chat.choices) == N and chat.choices[0].message.role == "assistant", f"{chat}")
+    check(chat.choices[0].message.content == chat.choices[-1].message.content,
           "greedy n=2 choices agree")
     check(len(chat.choices[0].logprobs.content[0].top_logprobs) == 2, "chat top_logprobs")
     check(chat.usage.total_tokens == chat.usage.prompt_tokens + chat.usage.completion_tokens, "usage")
 
     seeded = [client.completions.create(model=model, prompt="Seed", max_tokens=10, seed=7,
-                                        temperature=1.0, n=2) for _ in range(2)]
+                                        temperature=1.0, n=N) for _ in range(2)]
     check([c.text for c in seeded[0].choices] == [c.text for c in seeded[1].choices],
           "same seed, same sampled choices")
 
@@ -379,15 +382,39 @@ def same_as_reference(client, ref_client, model, expect_metric, base):
         check(values and values[0] > 0, f"{expect_metric} is not > 0 in /metrics: {values}")
 
 
+def disaggregated(client, ref, model):
+    """--disaggregated: n > 1 is refused; seeded samples and logprobs equal the plain server's."""
+    try:
+        client.completions.create(model=model, prompt="x", max_tokens=2, n=2)
+        check(False, "n=2 was accepted by the disaggregated stack")
+    except openai.BadRequestError as e:
+        body = e.body if isinstance(e.body, dict) else {}
+        check(body.get("param", body.get("error", {}).get("param")) == "n",
+              f"n=2 refusal names n: {e.body}")
+    for p in ["Hello there", "The quick brown fox jumps over", "a" * 200]:
+        for kw in (dict(temperature=0.8, seed=11), dict(temperature=0, logprobs=2)):
+            a = client.completions.create(model=model, prompt=p, max_tokens=12, **kw)
+            b = ref.completions.create(model=model, prompt=p, max_tokens=12, **kw)
+            check(a.choices[0].text == b.choices[0].text, f"{kw} {p[:20]!r}: "
+                  f"{a.choices[0].text!r} vs plain {b.choices[0].text!r}")
+            check(a.usage == b.usage, f"usage {a.usage} vs {b.usage}")
+            if "logprobs" in kw:
+                check(a.choices[0].logprobs.top_logprobs == b.choices[0].logprobs.top_logprobs,
+                      f"top logprobs of {p[:20]!r}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--api-key", default="test-key")
     ap.add_argument("--reference-port", type=int, help="a plain server on the same model")
     ap.add_argument("--expect-metric", help="a /metrics counter that must be > 0 at the end")
+    ap.add_argument("--disaggregated", action="store_true",
+                    help="--port is a disaggregated router: n=1 only (see the docstring)")
     args = ap.parse_args()
-    global API_KEY
+    global API_KEY, N
     API_KEY = args.api_key
+    N = 1 if args.disaggregated else 2
     base = f"http://127.0.0.1:{args.port}"
     client = openai.OpenAI(base_url=base + "/v1", api_key=args.api_key, timeout=120, max_retries=0)
     model = client.models.list().data[0].id
@@ -407,6 +434,8 @@ def main():
         ref = openai.OpenAI(base_url=f"http://127.0.0.1:{args.reference_port}/v1",
                             api_key=args.api_key, timeout=120, max_retries=0)
         same_as_reference(client, ref, model, args.expect_metric, base)
+        if args.disaggregated:
+            disaggregated(client, ref, model)
     print("openai client checks passed")
 
 

@@ -261,9 +261,9 @@ int run_router(const ServeOptions& o) {
   r.shutdown_grace_s = o.shutdown_grace;
   serve::ProxyRouter router(r);
   const int port = router.bind();
-  std::printf("serving router (prefill %s; decode %s) on http://%s:%d\n",
+  std::printf("serving router on http://%s:%d (prefill %s; decode %s)\n", o.host.c_str(), port,
               fmt::format("{}", fmt::join(o.prefill_urls, ", ")).c_str(),
-              fmt::format("{}", fmt::join(o.decode_urls, ", ")).c_str(), o.host.c_str(), port);
+              fmt::format("{}", fmt::join(o.decode_urls, ", ")).c_str());
   std::fflush(stdout);
   std::thread waiter([&] {
     int sig = 0;
