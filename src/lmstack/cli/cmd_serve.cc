@@ -178,6 +178,9 @@ serve::HttpServerOptions http_options(const ServeOptions& o) {
   h.port = o.port;
   h.api_key = o.api_key;
   h.num_workers = o.http_workers > 0 ? o.http_workers : std::max(2, o.threads);
+  // A prefill or decode worker waits for the other server or the engine for a whole prefill
+  // (serve/disagg.h): enough of them that concurrent requests overlap.
+  if (o.http_workers == 0 && o.role != "colocated") h.num_workers = std::max(16, o.threads);
   h.read_timeout_s = o.read_timeout;
   h.max_connections = o.max_connections;
   h.shutdown_grace_s = o.shutdown_grace;
@@ -386,7 +389,8 @@ std::function<int()> setup(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--http-workers", o->http_workers,
-                 "threads that parse and tokenize requests (0: the engine's --threads, >= 2)")
+                 "threads that parse and tokenize requests (0: the engine's --threads, >= 2; "
+                 ">= 16 for --role prefill|decode)")
       ->capture_default_str()
       ->check(CLI::Range(0, 256));
   app.add_option("--max-connections", o->max_connections, "open connections at most")
