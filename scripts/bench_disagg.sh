@@ -6,6 +6,7 @@
 # the other, so the two setups never share the CPU with each other (the roles of the
 # disaggregated stack do share it).
 # Usage: scripts/bench_disagg.sh MODEL_DIR [NUM_PROMPTS] [INPUT_LEN] [OUTPUT_LEN] [THREADS]
+# ORDER=disaggregated-first runs the disaggregated stack first (alternate runs on a busy host).
 set -euo pipefail
 model=${1:?model directory}
 num=${2:-16} input=${3:-128} output=${4:-32} threads=${5:-2}
@@ -31,16 +32,27 @@ bench() {  # LABEL PORT CONCURRENCY
   "$bin" bench serve --url "http://127.0.0.1:$2" --num-prompts "$num" --input-len "$input" \
     --output-len "$output" --max-concurrency "$3" --seed 1 | grep -Ei 'requests|ttft|tpot|output tok|throughput'
 }
-port=$(start colocated --model "$model" --port 0 $flags)
-bench colocated "$port" 1
-bench colocated "$port" 4
-stop_all
-prefill=$(start prefill --model "$model" --port 0 --role prefill $flags)
-decode=$(start decode --model "$model" --port 0 --role decode --prefill "http://127.0.0.1:$prefill" $flags)
-router=$(start router --role router --port 0 --prefill "http://127.0.0.1:$prefill" \
-  --decode "http://127.0.0.1:$decode")
-bench disaggregated "$router" 1
-bench disaggregated "$router" 4
-grep 'calc predicts' "$work/decode.log"
-curl -s "http://127.0.0.1:$decode/metrics" | grep -E '^lmstack:(kv_transfer|kv_transfers|prompt_tokens_total|num_requests)'
-curl -s "http://127.0.0.1:$prefill/metrics" | grep -E '^lmstack:(kv_transfer_bytes|kv_transfers_total|prompt_tokens_total)'
+colocated() {
+  local port
+  port=$(start colocated --model "$model" --port 0 $flags)
+  bench colocated "$port" 1
+  bench colocated "$port" 4
+  stop_all
+}
+disaggregated() {
+  local prefill decode router
+  prefill=$(start prefill --model "$model" --port 0 --role prefill $flags)
+  decode=$(start decode --model "$model" --port 0 --role decode \
+    --prefill "http://127.0.0.1:$prefill" $flags)
+  router=$(start router --role router --port 0 --prefill "http://127.0.0.1:$prefill" \
+    --decode "http://127.0.0.1:$decode")
+  bench disaggregated "$router" 1
+  bench disaggregated "$router" 4
+  grep 'calc predicts' "$work/decode.log"
+  curl -s "http://127.0.0.1:$decode/metrics" |
+    grep -E '^lmstack:(kv_transfer|kv_transfers|prompt_tokens_total|num_requests)'
+  curl -s "http://127.0.0.1:$prefill/metrics" |
+    grep -E '^lmstack:(kv_transfer_bytes|kv_transfers_total|prompt_tokens_total)'
+  stop_all
+}
+if [ "${ORDER:-}" = disaggregated-first ]; then disaggregated; colocated; else colocated; disaggregated; fi

@@ -179,6 +179,22 @@ TEST_F(DisaggTest, BytesPerRequestAreCalcKvBytesTimesPromptTokensPlusOverhead) {
   EXPECT_EQ(metric(prefill_->port(), "lmstack:kv_transfer_bytes_total") - sent_before, bytes);
 }
 
+// `serve --disaggregate`: the three roles in one process, answering as one server does.
+TEST_F(DisaggTest, DisaggregateFlagRunsTheRolesInOneProcess) {
+  LiveServer all("disagg_inproc", std::string(kEngineFlags) + "--disaggregate", model_);
+  ASSERT_TRUE(all.ok()) << all.error();
+  const std::vector<Json> bodies = request_bodies();
+  for (size_t i = 0; i < bodies.size(); i += 3) {
+    const Json& body = bodies[i];
+    const std::string path = body.contains("messages") ? "/v1/chat/completions" : "/v1/completions";
+    const Answer got = ask(all.port(), path, body);
+    ASSERT_EQ(got.status, 200) << got.error << "\nlog: " << all.log_text();
+    EXPECT_EQ(got.text, ask(single_->port(), path, body).text) << body.dump();
+  }
+  EXPECT_GT(metric(all.port(), "lmstack:kv_transfers_total"), 0);  // the decode server's
+  EXPECT_EQ(metric(all.port(), "lmstack:kv_cache_blocks_used"), 0);
+}
+
 TEST_F(DisaggTest, CorruptTransfersAreRetriedThenFailCleanly) {
   // The first 4 messages are damaged; 2 retries: request 1 fails after 3 attempts, request 2
   // succeeds on its second.

@@ -44,6 +44,7 @@ struct ServeOptions {
   std::vector<std::string> prefill_urls, decode_urls;
   int kv_retries = 2;
   double kv_timeout = 120;
+  bool disaggregate = false;
 };
 
 // "4096", "512MiB", "2G", "1.5GB" → bytes (K/M/G are binary, KB/MB/GB decimal).
@@ -279,9 +280,96 @@ int run_router(const ServeOptions& o) {
   return 0;
 }
 
+// One engine behind one HTTP server on 127.0.0.1, in a prefill or decode role: the two halves
+// of --disaggregate. Both share the model's weights (read-only) but each has its own thread
+// pool, KV pool and engine loop, as two processes would.
+struct RoleServer {
+  RoleServer(const ModelSession& s, const ServeOptions& o, serve::EngineOptions eo,
+             serve::DisaggOptions d)
+      : pool(o.threads), engine(s.model.config, s.model.weights, pool, std::move(eo)) {
+    engine.warmup();
+    std::string chat_template;
+    if (!o.chat_template_file.empty()) chat_template = read_file(o.chat_template_file);
+    api = std::make_unique<serve::OpenAiApi>(engine, s.tokenizer, model_name(o, s.model.path),
+                                             chat_template);
+    if (o.tool_call_parser != "auto")
+      api->set_tool_call_format(*serve::tool_call_format_named(o.tool_call_parser));
+    disagg = std::make_unique<serve::Disaggregation>(*api, std::move(d));
+    serve::HttpServerOptions h = http_options(o);
+    h.host = "127.0.0.1";
+    h.port = 0;
+    if (o.http_workers == 0) h.num_workers = std::max(16, o.threads);  // see http_options
+    h.disagg = disagg.get();
+    server = std::make_unique<serve::HttpServer>(*api, h);
+    url = fmt::format("http://127.0.0.1:{}", server->bind());
+    engine.start();
+    thread = std::thread([this] { server->listen(); });
+  }
+  ~RoleServer() {
+    server->stop();
+    thread.join();
+    engine.stop();
+  }
+  ThreadPool pool;
+  serve::Engine engine;
+  std::unique_ptr<serve::OpenAiApi> api;
+  std::unique_ptr<serve::Disaggregation> disagg;
+  std::unique_ptr<serve::HttpServer> server;
+  std::string url;
+  std::thread thread;
+};
+
+// --disaggregate: a prefill and a decode server on loopback ports and the router on --port,
+// in this one process; each server gets half the KV budget.
+int run_disaggregated(const ServeOptions& o, sigset_t signals) {
+  if (o.role != "colocated" || o.tp > 1 || o.spec.method != "none" || !o.spec.draft_model.empty())
+    throw_error<RequestError>("--disaggregate: runs without --role, --tp and --spec");
+  ModelSession s = load_session(o.model);
+  serve::EngineOptions eo = engine_options(o, s);
+  eo.num_blocks = std::max<int64_t>(1, eo.num_blocks / 2);
+  serve::DisaggOptions d;
+  d.kv_retries = o.kv_retries;
+  d.kv_timeout_s = o.kv_timeout;
+  d.role = serve::ServeRole::kPrefill;
+  RoleServer prefill(s, o, eo, d);
+  d.role = serve::ServeRole::kDecode;
+  d.prefill_url = prefill.url;
+  RoleServer decode(s, o, eo, d);
+  print_memory(decode.engine, s, o);
+  serve::ProxyRouterOptions r;
+  r.host = o.host;
+  r.port = o.port;
+  r.prefill_urls = {prefill.url};
+  r.decode_urls = {decode.url};
+  r.read_timeout_s = o.read_timeout;
+  r.shutdown_grace_s = o.shutdown_grace;
+  serve::ProxyRouter router(r);
+  const int port = router.bind();
+  std::printf(
+      "serving %s disaggregated on http://%s:%d (prefill %s, decode %s; each %lld KV "
+      "blocks)\n",
+      decode.api->model_id().c_str(), o.host.c_str(), port, prefill.url.c_str(), decode.url.c_str(),
+      static_cast<long long>(eo.num_blocks));
+  std::fflush(stdout);
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    router.stop();
+  });
+  router.serve();
+  waiter.join();
+  std::printf("stopped\n");
+  return 0;
+}
+
 int run_serve(const ServeOptions& o) {
   // Block SIGINT/SIGTERM in every thread; one thread waits for them and stops the server.
   if (o.role == "router") return run_router(o);
+  if (o.disaggregate) {
+    const sigset_t signals = block_stop_signals();
+    raise_descriptor_limit();
+    return run_disaggregated(o, signals);
+  }
   sigset_t signals = block_stop_signals();
   raise_descriptor_limit();
   const serve::DisaggOptions disagg_opts = disagg_options(o);
@@ -350,6 +438,9 @@ void add_disagg_options(CLI::App& app, ServeOptions& o) {
                  "prefill server");
   app.add_option("--decode", o.decode_urls,
                  "router: decode servers (http://host:port, repeatable)");
+  app.add_flag("--disaggregate", o.disaggregate,
+               "run a prefill server, a decode server (loopback ports, half the KV budget each) "
+               "and the router on --port, in this one process");
   app.add_option("--kv-retries", o.kv_retries, "decode: KV transfer attempts after the first")
       ->capture_default_str()
       ->check(CLI::Range(0, 10));
@@ -437,6 +528,7 @@ const RegisterCommand kRegister{
      "  lmstack serve --model DIR --role decode --port 8082 --prefill http://127.0.0.1:8081 &\n"
      "  lmstack serve --role router --port 8080 --prefill http://127.0.0.1:8081 \\\n"
      "       --decode http://127.0.0.1:8082\n"
+     "  lmstack serve --model DIR --disaggregate --port 8080   # the three in one process\n"
      "  curl http://127.0.0.1:8080/v1/completions -H 'Content-Type: application/json' \\\n"
      "       -d '{\"model\": \"smollm-135m\", \"prompt\": \"Hello\", \"max_tokens\": 16}'",
      setup}};
