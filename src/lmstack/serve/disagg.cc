@@ -16,7 +16,9 @@
 namespace lmstack::serve {
 namespace {
 
-constexpr auto kPrefillWait = std::chrono::milliseconds(100);
+constexpr auto kPrefillWait = std::chrono::milliseconds(100);  // the wait between deadline checks
+// A prefill longer than this is abandoned (the decode side's --kv-timeout is the tighter bound).
+constexpr auto kPrefillDeadline = std::chrono::seconds(600);
 
 // The OpenAI error a prefill server answered, rebuilt so the client sees the same answer.
 ApiError passed_through(int status, const std::string& body) {
@@ -49,7 +51,7 @@ HttpReply Disaggregation::prefill(const std::string& body, bool chat) {
   if (!stream)
     return error_reply(429, "the prefill server's queue is full; retry later",
                        "rate_limit_exceeded");
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(600);
+  const auto deadline = std::chrono::steady_clock::now() + kPrefillDeadline;
   while (true) {
     std::optional<StreamEvent> e = (*stream)->next(kPrefillWait);
     if (std::chrono::steady_clock::now() > deadline) {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <optional>
 #include <string>
 
 #include "lmstack/serve/http_request.h"

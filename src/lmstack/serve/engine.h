@@ -5,7 +5,9 @@
 // greedy sampling a request's tokens equal model::Generator's for the same prompt. With
 // speculative decoding (EngineOptions::spec, serve/speculative.h) a drafter proposes tokens
 // for each decoding sequence before scheduling and the same forward verifies them
-// (engine_spec.cc); the output distribution is unchanged (greedy: the same tokens).
+// (engine_spec.cc); the output distribution is unchanged (greedy: the same tokens). With
+// prefill/decode disaggregation (engine_disagg.cc) one engine exports a prefilled sequence's
+// KV and another imports it and decodes on (EngineRequest::kv_export, kv_import).
 //
 // Thread safety: submit(), snapshot(), metrics() and RequestStream::cancel() may be called
 // from any thread. Everything else (scheduler, blocks, KV, requests_) belongs to the loop
