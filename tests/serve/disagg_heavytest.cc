@@ -5,7 +5,8 @@
 // x prompt tokens + the stated overhead; corrupt or truncated messages are retried, then
 // fail that request with 502 while the servers keep serving and hold no block; a killed
 // prefill server fails requests cleanly. The official openai client runs its whole check
-// script against the router and compares temperature-0 outputs with the single server.
+// script against the router (--disaggregated: n = 1) and compares temperature-0 replies, seeded
+// samples and logprobs with the single server's.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -245,7 +246,8 @@ TEST_F(DisaggTest, OfficialOpenAiClientAgainstTheRouter) {
   const int rc = lmstack::test::run_command(
       "timeout 900 " + python + " " +
           lmstack::test::source_path("tests/serve/openai_client_check.py") + " --port " +
-          std::to_string(router_->port()) + " --reference-port " + std::to_string(single_->port()),
+          std::to_string(router_->port()) + " --reference-port " + std::to_string(single_->port()) +
+          " --disaggregated --expect-metric lmstack:kv_transfers_total",
       &out);
   EXPECT_EQ(rc, 0) << out;
 }
