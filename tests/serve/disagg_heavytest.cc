@@ -93,6 +93,17 @@ double metric(int port, const std::string& name) {
   return std::regex_search(body, m, re) ? std::stod(m[1]) : -1;
 }
 
+// A gauge's value once it settles: the engine publishes gauges at the end of a step, just
+// after the step's last answer went out, so a client can read the previous step's value.
+double settled_metric(int port, const std::string& name, double want) {
+  double v = metric(port, name);
+  for (int i = 0; i < 100 && v != want; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    v = metric(port, name);
+  }
+  return v;
+}
+
 class DisaggTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -152,8 +163,8 @@ TEST_F(DisaggTest, RouterAnswersAsOneServerDoes) {
     EXPECT_EQ(got.text, want.text) << body.dump();
     EXPECT_EQ(got.finish_reason, want.finish_reason) << body.dump();
   }
-  EXPECT_EQ(metric(decode_->port(), "lmstack:kv_cache_blocks_used"), 0);
-  EXPECT_EQ(metric(prefill_->port(), "lmstack:kv_cache_blocks_used"), 0);
+  EXPECT_EQ(settled_metric(decode_->port(), "lmstack:kv_cache_blocks_used", 0), 0);
+  EXPECT_EQ(settled_metric(prefill_->port(), "lmstack:kv_cache_blocks_used", 0), 0);
 }
 
 // Bytes of a message: calc's KV bytes per token x T + 64 (header) + 4 T (prompt ids)
@@ -193,7 +204,7 @@ TEST_F(DisaggTest, DisaggregateFlagRunsTheRolesInOneProcess) {
     EXPECT_EQ(got.text, ask(single_->port(), path, body).text) << body.dump();
   }
   EXPECT_GT(metric(all.port(), "lmstack:kv_transfers_total"), 0);  // the decode server's
-  EXPECT_EQ(metric(all.port(), "lmstack:kv_cache_blocks_used"), 0);
+  EXPECT_EQ(settled_metric(all.port(), "lmstack:kv_cache_blocks_used", 0), 0);
 }
 
 TEST_F(DisaggTest, CorruptTransfersAreRetriedThenFailCleanly) {
@@ -217,8 +228,8 @@ TEST_F(DisaggTest, CorruptTransfersAreRetriedThenFailCleanly) {
   EXPECT_EQ(ok.text, ask(single_->port(), "/v1/completions", body).text);
   EXPECT_EQ(metric(dec.port(), "lmstack:kv_transfers_failed_total"), 1);
   EXPECT_EQ(metric(dec.port(), "lmstack:kv_transfers_retried_total"), 3);
-  EXPECT_EQ(metric(dec.port(), "lmstack:kv_cache_blocks_used"), 0);
-  EXPECT_EQ(metric(bad.port(), "lmstack:kv_cache_blocks_used"), 0);
+  EXPECT_EQ(settled_metric(dec.port(), "lmstack:kv_cache_blocks_used", 0), 0);
+  EXPECT_EQ(settled_metric(bad.port(), "lmstack:kv_cache_blocks_used", 0), 0);
 }
 
 TEST_F(DisaggTest, TruncatedTransferWithoutRetriesFails) {
@@ -234,7 +245,7 @@ TEST_F(DisaggTest, TruncatedTransferWithoutRetriesFails) {
   EXPECT_EQ(failed.status, 502);
   EXPECT_NE(failed.error.find("truncated"), std::string::npos) << failed.error;
   EXPECT_EQ(ask(dec.port(), "/v1/completions", body).status, 200);  // serving on
-  EXPECT_EQ(metric(dec.port(), "lmstack:kv_cache_blocks_used"), 0);
+  EXPECT_EQ(settled_metric(dec.port(), "lmstack:kv_cache_blocks_used", 0), 0);
 }
 
 TEST_F(DisaggTest, OfficialOpenAiClientAgainstTheRouter) {
@@ -261,7 +272,7 @@ TEST_F(DisaggTest, ZKilledPrefillServerFailsRequestsCleanly) {
   EXPECT_EQ(a.status, 502);
   EXPECT_NE(a.error.find("the KV transfer from the prefill server failed"), std::string::npos)
       << a.error;
-  EXPECT_EQ(metric(decode_->port(), "lmstack:kv_cache_blocks_used"), 0);
+  EXPECT_EQ(settled_metric(decode_->port(), "lmstack:kv_cache_blocks_used", 0), 0);
   const std::string health =
       test::http_exchange(decode_->port(), "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(test::status_of(health), 200);
