@@ -14,13 +14,14 @@ bin=${LMSTACK:-build/release/lmstack}
 work=$(mktemp -d)
 flags="--kv-memory 256MiB --threads $threads --http-workers 8 --no-prefix-cache"
 pids=()
-start() {  # NAME ARGS...: starts a server, waits for its port, prints it
+port=
+start() {  # NAME ARGS...: starts a server and waits for it; its port is left in $port
   local name=$1; shift
   "$bin" serve "$@" > "$work/$name.log" 2>&1 &
-  pids+=($!)
+  pids+=($!)  # not in a $(...) subshell, so stop_all sees it
   for _ in $(seq 600); do
     port=$(grep -o 'on http://127.0.0.1:[0-9]*' "$work/$name.log" | head -1 | grep -o '[0-9]*$' || true)
-    [ -n "$port" ] && { echo "$port"; return; }
+    [ -n "$port" ] && return
     sleep 0.1
   done
   echo "$name did not start: $work/$name.log" >&2; exit 1
@@ -33,19 +34,20 @@ bench() {  # LABEL PORT CONCURRENCY
     --output-len "$output" --max-concurrency "$3" --seed 1 | grep -Ei 'requests|ttft|tpot|output tok|throughput'
 }
 colocated() {
-  local port
-  port=$(start colocated --model "$model" --port 0 $flags)
+  start colocated --model "$model" --port 0 $flags
   bench colocated "$port" 1
   bench colocated "$port" 4
   stop_all
 }
 disaggregated() {
   local prefill decode router
-  prefill=$(start prefill --model "$model" --port 0 --role prefill $flags)
-  decode=$(start decode --model "$model" --port 0 --role decode \
-    --prefill "http://127.0.0.1:$prefill" $flags)
-  router=$(start router --role router --port 0 --prefill "http://127.0.0.1:$prefill" \
-    --decode "http://127.0.0.1:$decode")
+  start prefill --model "$model" --port 0 --role prefill $flags
+  prefill=$port
+  start decode --model "$model" --port 0 --role decode --prefill "http://127.0.0.1:$prefill" $flags
+  decode=$port
+  start router --role router --port 0 --prefill "http://127.0.0.1:$prefill" \
+    --decode "http://127.0.0.1:$decode"
+  router=$port
   bench disaggregated "$router" 1
   bench disaggregated "$router" 4
   grep 'calc predicts' "$work/decode.log"
