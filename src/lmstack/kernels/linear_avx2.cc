@@ -116,9 +116,38 @@ void gemv_block_all_rows(const void* w, int64_t k, int64_t j, const float* x, in
   }
 }
 
+// M = 1: one weight row at a time, front to back with four accumulators (32 elements a step):
+// one sequential stream per thread, as linear_avx512.cc's gemv_rows_m1 explains.
+template <WeightType WT>
+void gemv_rows_m1(const void* w, int64_t k, int64_t n_begin, int64_t n_end, const float* x,
+                  float* y, const float* bias, bool accumulate) {
+  for (int64_t j = n_begin; j < n_end; ++j) {
+    const int64_t row = j * k;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 32 <= k; i += 32) {
+      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), load_w8<WT>(w, row + i), a0);
+      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), load_w8<WT>(w, row + i + 8), a1);
+      a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), load_w8<WT>(w, row + i + 16), a2);
+      a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), load_w8<WT>(w, row + i + 24), a3);
+    }
+    for (; i + 8 <= k; i += 8)
+      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), load_w8<WT>(w, row + i), a0);
+    if (i < k)
+      a1 = _mm256_fmadd_ps(load_x8_tail(x + i, k - i), load_w8_tail<WT>(w, row + i, k - i), a1);
+    float v = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    if (bias) v += bias[j];
+    y[j] = accumulate ? y[j] + v : v;
+  }
+}
+
 template <WeightType WT>
 void gemv_typed(const void* w, int64_t k, int64_t n_begin, int64_t n_end, const float* x, int64_t m,
                 float* y, int64_t ldy, const float* bias, bool accumulate) {
+  if (m == 1) {
+    gemv_rows_m1<WT>(w, k, n_begin, n_end, x, y, bias, accumulate);
+    return;
+  }
   int64_t j = n_begin;
   for (; j + kRows <= n_end; j += kRows)
     gemv_block_all_rows<WT, kRows>(w, k, j, x, m, y, ldy, bias, accumulate);
