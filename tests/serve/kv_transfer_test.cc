@@ -53,17 +53,6 @@ std::string refusal(const std::string& bytes, const KvLayout& expected = layout(
   }
 }
 
-TEST(KvTransfer, Crc32MatchesTheCheckValueAndChains) {
-  // The CRC-32/ISO-HDLC check value (the "123456789" test of the CRC catalogue) and
-  // zlib.crc32(b"The quick brown fox jumps over the lazy dog") = 0x414FA339.
-  EXPECT_EQ(crc32("123456789", 9), 0xCBF43926u);
-  const std::string fox = "The quick brown fox jumps over the lazy dog";
-  EXPECT_EQ(crc32(fox.data(), fox.size()), 0x414FA339u);
-  EXPECT_EQ(crc32(fox.data() + 10, fox.size() - 10, crc32(fox.data(), 10)),
-            crc32(fox.data(), fox.size()));
-  EXPECT_EQ(crc32("", 0), 0u);
-}
-
 TEST(KvTransfer, RoundTripKeepsEveryField) {
   const KvHandoff h = handoff();
   const std::string bytes = encode_kv_message(h);

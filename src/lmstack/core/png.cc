@@ -10,17 +10,6 @@
 namespace lmstack {
 namespace {
 
-// Table of CRC-32 remainders for each byte value (the byte-at-a-time method, PNG spec annex D).
-std::array<uint32_t, 256> make_crc_table() {
-  std::array<uint32_t, 256> table{};
-  for (uint32_t n = 0; n < 256; ++n) {
-    uint32_t c = n;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-    table[n] = c;
-  }
-  return table;
-}
-
 void append_u32_be(std::string& out, uint32_t v) {
   for (int shift = 24; shift >= 0; shift -= 8)
     out.push_back(static_cast<char>((v >> shift) & 0xFF));
@@ -31,17 +20,10 @@ void append_chunk(std::string& out, std::string_view type, std::string_view data
   const size_t type_at = out.size();
   out.append(type);
   out.append(data);
-  append_u32_be(out, crc32(std::string_view(out).substr(type_at)));
+  append_u32_be(out, crc32(out.data() + type_at, out.size() - type_at));
 }
 
 }  // namespace
-
-uint32_t crc32(std::string_view bytes, uint32_t crc) {
-  static const std::array<uint32_t, 256> kTable = make_crc_table();
-  uint32_t c = crc ^ 0xFFFFFFFFu;
-  for (char ch : bytes) c = kTable[(c ^ static_cast<uint8_t>(ch)) & 0xFF] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
-}
 
 uint32_t adler32(std::string_view bytes, uint32_t adler) {
   constexpr uint32_t kMod = 65521;  // largest prime below 2^16

@@ -9,11 +9,9 @@
 #include <string>
 #include <string_view>
 
-namespace lmstack {
+#include "lmstack/core/crc32.h"  // PNG chunks carry one
 
-// CRC-32 (ISO 3309 / ITU-T V.42, reflected polynomial 0xEDB88320) as PNG chunks use it.
-// Pass the previous result as `crc` to continue over more bytes; start from 0.
-uint32_t crc32(std::string_view bytes, uint32_t crc = 0);
+namespace lmstack {
 
 // Adler-32 of RFC 1950. Pass the previous result as `adler` to continue; start from 1.
 uint32_t adler32(std::string_view bytes, uint32_t adler = 1);

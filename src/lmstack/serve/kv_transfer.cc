@@ -12,16 +12,6 @@
 namespace lmstack::serve {
 namespace {
 
-std::array<uint32_t, 256> make_crc_table() {
-  std::array<uint32_t, 256> t{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-    t[i] = c;
-  }
-  return t;
-}
-
 uint8_t dtype_code(DType t) {
   if (t == DType::kF32) return 0;
   if (t == DType::kBF16) return 1;
@@ -105,14 +95,6 @@ void check_layout(const KvLayout& got, const KvLayout& want) {
 }
 
 }  // namespace
-
-uint32_t crc32(const void* data, size_t size, uint32_t crc) {
-  static const std::array<uint32_t, 256> table = make_crc_table();
-  const auto* p = static_cast<const uint8_t*>(data);
-  crc = ~crc;
-  for (size_t i = 0; i < size; ++i) crc = table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
-  return ~crc;
-}
 
 uint64_t kv_message_bytes(const KvLayout& l, uint64_t num_tokens, uint64_t num_top) {
   return kKvHeaderBytes + (4 * num_tokens + 8 * num_top + 4) +

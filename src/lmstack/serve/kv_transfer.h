@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lmstack/core/crc32.h"  // the checksum of every section
 #include "lmstack/core/tensor.h"
 #include "lmstack/model/sampler.h"
 
@@ -51,10 +52,6 @@ struct KvHandoff {
   // num_layers × prompt.size() × layer_token_bytes, layer-major then token-major.
   std::vector<uint8_t> kv;
 };
-
-// CRC-32 (reflected, polynomial 0xEDB88320, init and final xor 0xFFFFFFFF), chainable:
-// crc32(b, crc32(a)) == crc32(a + b). crc32("123456789") == 0xCBF43926.
-uint32_t crc32(const void* data, size_t size, uint32_t crc = 0);
 
 // Bytes of the message for a handoff of this shape: kKvHeaderBytes + the token section
 // (4·T + 8·top + 4) + per layer (T·layer_token_bytes + 4).
