@@ -253,6 +253,20 @@ sigset_t block_stop_signals() {
   return signals;
 }
 
+// Serves until SIGINT/SIGTERM (blocked in `signals`, so only the waiter thread takes them).
+int serve_router_until_signal(serve::ProxyRouter& router, sigset_t signals) {
+  std::fflush(stdout);
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    router.stop();
+  });
+  router.serve();
+  waiter.join();
+  std::printf("stopped\n");
+  return 0;
+}
+
 // --role router: no model, no engine; a proxy in front of the prefill and decode servers.
 int run_router(const ServeOptions& o) {
   sigset_t signals = block_stop_signals();
@@ -268,16 +282,7 @@ int run_router(const ServeOptions& o) {
   std::printf("serving router on http://%s:%d (prefill %s; decode %s)\n", o.host.c_str(), port,
               fmt::format("{}", fmt::join(o.prefill_urls, ", ")).c_str(),
               fmt::format("{}", fmt::join(o.decode_urls, ", ")).c_str());
-  std::fflush(stdout);
-  std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    router.stop();
-  });
-  router.serve();
-  waiter.join();
-  std::printf("stopped\n");
-  return 0;
+  return serve_router_until_signal(router, signals);
 }
 
 // One engine behind one HTTP server on 127.0.0.1, in a prefill or decode role: the two halves
@@ -350,16 +355,7 @@ int run_disaggregated(const ServeOptions& o, sigset_t signals) {
       "blocks)\n",
       decode.api->model_id().c_str(), o.host.c_str(), port, prefill.url.c_str(), decode.url.c_str(),
       static_cast<long long>(eo.num_blocks));
-  std::fflush(stdout);
-  std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    router.stop();
-  });
-  router.serve();
-  waiter.join();
-  std::printf("stopped\n");
-  return 0;
+  return serve_router_until_signal(router, signals);
 }
 
 int run_serve(const ServeOptions& o) {
