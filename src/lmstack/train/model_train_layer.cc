@@ -3,6 +3,7 @@
 //   x_mid = x + Wo·Attn(RoPE(qk_norm(Wq·n1(x))), RoPE(qk_norm(Wk·n1(x))), Wv·n1(x))
 //   x_out = x_mid + Wdown·(silu(Wgate·n2) ⊙ Wup·n2)   or   Wproj·gelu(Wfc·n2 + b)
 // Backward: the residual carries dx through unchanged; each branch adds its input gradient.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -43,15 +44,16 @@ int64_t TrainModel::Buffers::bytes() const {
   for (const LayerActs& a : layers)
     for (const HostBuffer* h :
          {&a.n1, &a.n1_mean, &a.n1_rstd, &a.q_pre, &a.k_pre, &a.q_rstd, &a.k_rstd, &a.q, &a.k, &a.v,
-          &a.probs, &a.att, &a.x_mid, &a.n2, &a.n2_mean, &a.n2_rstd, &a.gate, &a.up, &a.act})
+          &a.att, &a.x_mid, &a.n2, &a.n2_mean, &a.n2_rstd, &a.gate, &a.up, &a.act})
       add(*h);
   for (const LayerActs& a : layers) total += a.mla.bytes();
   total += mla.bytes();
   for (const LayerActs& a : layers) total += a.moe.bytes();
   total += moe_grad.bytes() + static_cast<int64_t>(expert_tokens.capacity() * sizeof(int64_t) +
                                                    expert_prob_sum.capacity() * sizeof(double));
-  for (const HostBuffer* h : {&nf, &nf_mean, &nf_rstd, &logits, &losses, &dx, &dn, &dq, &dk, &dv,
-                              &dq2, &dk2, &datt, &dgate, &dup, &dact, &weight_scratch})
+  for (const HostBuffer* h :
+       {&nf, &nf_mean, &nf_rstd, &logits, &logits_chunk, &losses, &dx, &dn, &dq, &dk, &dv, &dq2,
+        &dk2, &datt, &dgate, &dup, &dact, &weight_scratch})
     add(*h);
   return total;
 }
@@ -93,7 +95,6 @@ void TrainModel::ensure_buffers(int batch, int seq) {
       a.mla.allocate(c, batch, seq);
     } else {
       a.q = floats(n * qd), a.k = floats(n * kvd), a.v = floats(n * kvd);
-      a.probs = floats(static_cast<int64_t>(batch) * c.num_heads * seq * seq);
       a.att = floats(n * qd);
     }
     a.x_mid = floats(n * hid);
@@ -108,7 +109,9 @@ void TrainModel::ensure_buffers(int batch, int seq) {
   }
   b->nf = floats(n * hid), b->nf_rstd = floats(n), b->losses = floats(n);
   if (ln) b->nf_mean = floats(n);
-  b->logits = floats(n * c.vocab_size);
+  // The fused classifier's chunk: up to 512 rows, fewer for large vocabularies (~16 MiB).
+  const int64_t chunk = std::clamp<int64_t>((int64_t{1} << 22) / c.vocab_size, 32, 512);
+  b->logits_chunk = floats(std::min(n, chunk) * c.vocab_size);
   b->dx = floats(n * hid), b->dn = floats(n * hid);
   if (c.mla.enabled())
     b->mla.allocate(c, batch, seq);
@@ -181,7 +184,7 @@ const float* TrainModel::dense_attention_forward(int l, int batch, int seq) {
                   inv_freq_.data(), kernels::RopeStyle::kRotateHalf);
   }
   const AttentionDims dims = attention_dims(c, l, batch, seq);
-  attention_forward(pool_, fptr(a.att), fptr(a.probs), fptr(a.q), fptr(a.k), fptr(a.v), dims);
+  attention_forward(pool_, fptr(a.att), fptr(a.q), fptr(a.k), fptr(a.v), dims);
   return fptr(a.att);
 }
 
@@ -297,8 +300,9 @@ void TrainModel::attention_backward_block(int l, int batch, int seq, float* dx) 
   std::memset(b.datt.data(), 0, static_cast<size_t>(n * c.q_dim()) * sizeof(float));
   linear_backward(fptr(b.datt), g.wo, g.bo, dx, fptr(a.att), w.wo, n);
   const AttentionDims dims = attention_dims(c, l, batch, seq);
+  for (HostBuffer* h : {&b.dq, &b.dk, &b.dv}) std::memset(h->data(), 0, h->size());
   attention_backward(pool_, fptr(b.dq), fptr(b.dk), fptr(b.dv), fptr(b.datt), fptr(a.q), fptr(a.k),
-                     fptr(a.v), fptr(a.probs), dims);
+                     fptr(a.v), fptr(a.att), dims);
   if (!c.learned_positions) {
     rope_backward(fptr(b.dq), b.positions.data(), n, c.num_heads, c.head_dim, inv_freq_.data());
     rope_backward(fptr(b.dk), b.positions.data(), n, c.num_kv_heads, c.head_dim, inv_freq_.data());
