@@ -148,6 +148,7 @@ class TrainModel {
   // norm's output, returning Σ losses; without: b.logits holds dL/dlogits, returns 0.
   double backward(const int32_t* inputs, const int32_t* targets, float grad_scale);
   double head_backward(const int32_t* targets, float grad_scale);
+  void rope_rows(float* x, int64_t rows, int heads, bool backward);
   void layer_forward(int layer, int batch, int seq);
   const float* dense_attention_forward(int layer, int batch, int seq);
   MlaTrainLayer mla_layer(int layer, int batch, int seq);

@@ -36,6 +36,7 @@ struct TrainModel::Buffers {
   HostBuffer logits;        // [N, V]: allocated by the first forward that asks for all logits
   HostBuffer logits_chunk;  // [chunk, V]: the fused classifier's rows (backward/classifier.cc)
   // backward scratch
+  HostBuffer norm_partial;  // [threads, 2, C]: per-thread norm weight/bias gradients
   HostBuffer dx, dn, dq, dk, dv, dq2, dk2, datt, dgate, dup, dact, weight_scratch;
   MlaScratch mla;  // MLA forward temporaries and attention gradients
   // MoE: per layer and expert, the rows routed and Σ softmax probabilities of the last
