@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 
 namespace lmstack {
@@ -76,7 +77,14 @@ void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
   } catch (...) {
     own_error = std::current_exception();
   }
-  while (pending_.load(std::memory_order_acquire) != 0) _mm_pause();
+  // Spin for the usual short wait; past that a worker is most likely descheduled (another
+  // process holds its core), and yielding lets it run instead of burning our time slice.
+  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins < kSpinIterations)
+      _mm_pause();
+    else
+      std::this_thread::yield();
+  }
   job_ = nullptr;
   if (own_error) std::rethrow_exception(own_error);
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
