@@ -12,6 +12,8 @@
 
 #include "grad_check.h"
 #include "lmstack/kernels/ops.h"
+#include "lmstack/kernels/ops_ref.h"
+#include "lmstack/kernels/ops_variants.h"
 
 namespace lmstack::kernels {
 namespace {
@@ -70,19 +72,56 @@ TEST(CausalAttention, ForwardAndBackwardMatchF64) {
 
     const auto dq0 = test::random_floats(nq, 5), dk0 = test::random_floats(nkv, 6),
                dv0 = test::random_floats(nkv, 7);
-    auto dq = dq0, dk = dk0, dv = dv0;
-    causal_attention_backward(pool, dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
-                              k.data(), v.data(), out.data(), s.b, s.t, s.h, s.hkv, s.d, scale,
-                              s.window);
     const auto num_dq = test::numeric_grad(
         [&](const Vec64& at) { return attention64(s, at, k64, v64, scale); }, q64, dout);
     const auto num_dk = test::numeric_grad(
         [&](const Vec64& at) { return attention64(s, q64, at, v64, scale); }, k64, dout);
     const auto num_dv = test::numeric_grad(
         [&](const Vec64& at) { return attention64(s, q64, k64, at, scale); }, v64, dout);
-    EXPECT_TRUE(test::grad_close(dq, dq0, num_dq)) << "dq H " << s.h << " Hkv " << s.hkv;
-    EXPECT_TRUE(test::grad_close(dk, dk0, num_dk)) << "dk H " << s.h << " Hkv " << s.hkv;
-    EXPECT_TRUE(test::grad_close(dv, dv0, num_dv)) << "dv H " << s.h << " Hkv " << s.hkv;
+    for (const auto& variant : causal_attention_backward_variants()) {
+      if (!variant.supported()) continue;
+      SCOPED_TRACE(variant.name);
+      auto dq = dq0, dk = dk0, dv = dv0;
+      variant.fn(pool, dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(),
+                 out.data(), s.b, s.t, s.h, s.hkv, s.d, scale, s.window);
+      EXPECT_TRUE(test::grad_close(dq, dq0, num_dq)) << "dq H " << s.h << " Hkv " << s.hkv;
+      EXPECT_TRUE(test::grad_close(dk, dk0, num_dk)) << "dk H " << s.h << " Hkv " << s.hkv;
+      EXPECT_TRUE(test::grad_close(dv, dv0, num_dv)) << "dv H " << s.h << " Hkv " << s.hkv;
+    }
+  }
+}
+
+// Every vector variant against the reference on shapes with tails in T (not a multiple of 8
+// or 16, and 1), D (odd, above one vector, and 192 as MLA pads to) and windows.
+TEST(CausalAttention, BackwardVariantsMatchReference) {
+  ThreadPool pool(2);
+  for (const Shape& s : {Shape{2, 37, 4, 2, 19}, Shape{1, 1, 2, 1, 8}, Shape{1, 70, 2, 2, 32, 21},
+                         Shape{1, 33, 2, 1, 192}, Shape{3, 17, 3, 3, 5, 1}}) {
+    SCOPED_TRACE("T " + std::to_string(s.t) + " D " + std::to_string(s.d));
+    const size_t nq = static_cast<size_t>(s.b * s.t * s.h * s.d);
+    const size_t nkv = static_cast<size_t>(s.b * s.t * s.hkv * s.d);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
+    const auto q = test::random_floats(nq, 11, -2, 2), k = test::random_floats(nkv, 12, -2, 2);
+    const auto v = test::random_floats(nkv, 13), dout = test::random_floats(nq, 14);
+    std::vector<float> out(nq);
+    causal_attention(pool, out.data(), q.data(), k.data(), v.data(), s.b, s.t, s.h, s.hkv, s.d,
+                     scale, s.window);
+    const auto dq0 = test::random_floats(nq, 15), dk0 = test::random_floats(nkv, 16),
+               dv0 = test::random_floats(nkv, 17);
+    auto want_dq = dq0, want_dk = dk0, want_dv = dv0;
+    ref::causal_attention_backward(pool, want_dq.data(), want_dk.data(), want_dv.data(),
+                                   dout.data(), q.data(), k.data(), v.data(), out.data(), s.b, s.t,
+                                   s.h, s.hkv, s.d, scale, s.window);
+    for (const auto& variant : causal_attention_backward_variants()) {
+      if (!variant.supported()) continue;
+      SCOPED_TRACE(variant.name);
+      auto dq = dq0, dk = dk0, dv = dv0;
+      variant.fn(pool, dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(),
+                 out.data(), s.b, s.t, s.h, s.hkv, s.d, scale, s.window);
+      EXPECT_TRUE(test::all_close(dq, want_dq, 1e-4, 1e-5));
+      EXPECT_TRUE(test::all_close(dk, want_dk, 1e-4, 1e-5));
+      EXPECT_TRUE(test::all_close(dv, want_dv, 1e-4, 1e-5));
+    }
   }
 }
 

@@ -47,7 +47,9 @@ TEST(MpiMoeTrain, TwoRanksMatchOneProcess) {
     std::vector<float> va(static_cast<size_t>(shape.numel())), vb(va.size());
     a.read(StateKind::kWeights, name, 0, shape.numel(), va.data());
     b.read(StateKind::kWeights, name, 0, shape.numel(), vb.data());
-    EXPECT_TRUE(test::all_close(va, vb, 1e-4, 1e-5)) << name;
+    // atol 3e-5, not bit-exact: see moe_trainer_test.cc (one near-zero-gradient expert element
+    // of 768 that AdamW moves by summation-order noise; 1.5-1.9e-5 with the f32 softmax).
+    EXPECT_TRUE(test::all_close(va, vb, 1e-4, 3e-5)) << name;
   }
 }
 

@@ -79,9 +79,13 @@ TEST_P(MoeDataParallel, TwoRanksEqualOneProcess) {
   const auto fa = model::to_hf_tensors(a.config, a.weights),
              fb = model::to_hf_tensors(b.config, b.weights);
   ASSERT_EQ(fa.size(), fb.size());
+  // Within rounding, not bit-exact: the two runs sum the gradients in different orders, and
+  // AdamW's m/√v turns that noise of a near-zero gradient (an expert row few tokens reach)
+  // into up to ~1% of a step (lr 3e-3); the f32 softmax of the fused cross-entropy put one
+  // such element of 768 at 1.5e-5, hence atol 3e-5.
   for (size_t i = 0; i < fa.size(); ++i)
     EXPECT_TRUE(
-        test::all_close(fa[i].second.to_f32_vector(), fb[i].second.to_f32_vector(), 1e-4, 1e-5))
+        test::all_close(fa[i].second.to_f32_vector(), fb[i].second.to_f32_vector(), 1e-4, 3e-5))
         << fa[i].first;
 }
 

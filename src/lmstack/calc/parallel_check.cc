@@ -55,8 +55,8 @@ ParallelRank predict_parallel_rank(const ModelShape& m, const RunSetup& setup, c
     params += lr * layer_params(m, l.tp);
     const double h = m.num_heads / t, kv = m.num_kv_heads >= l.tp ? m.num_kv_heads / t : 1;
     const double ff = static_cast<double>(m.intermediate_size) / t, dd = m.head_dim;
-    acts += lr * (4 * rows * c + 2 * rows + n * h * dd * 2 + n * kv * dd * 2 +
-                  l.batch * h * l.seq * l.seq + 3 * n * ff);
+    // No [B, H, T, T] softmax: the attention backward recomputes it (kernels/).
+    acts += lr * (4 * rows * c + 2 * rows + n * h * dd * 2 + n * kv * dd * 2 + 3 * n * ff);
     acts += rows * c + n;  // the chunk's output; positions (int32, 4 bytes as a float)
     if (vs == 0) embed = 1, params += vocab * c, acts += n;
     if (vs == vstages - 1) head = 1, params += c + vocab * c, acts += rows * c + rows + n * vocab;

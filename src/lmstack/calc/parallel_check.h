@@ -16,7 +16,8 @@
 //   DP: the ring all-reduce of this rank's gradients, 2(D-1)/D x its weight bytes.
 //   activations of one micro-batch (f32, no dropout; Korthikanti et al. 2022 count the same
 //     tensors in 16 bits with dropout masks): per layer x, n1, x_mid, n2 [N/T or N rows, C],
-//     their rstd, q, k, v, the attention output, the probabilities B·H·T², gate, up, act;
+//     their rstd, q, k, v, the attention output, gate, up, act (no B·H·T² probabilities:
+//     the attention backward recomputes them);
 //     per chunk the output, token positions (and ids on the first), the final norm and
 //     dL/dlogits [N, V/T] on the last.
 #pragma once

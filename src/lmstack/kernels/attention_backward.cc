@@ -8,85 +8,76 @@
 // Work is split over (sequence, kv head), so the G query heads sharing a kv head (GQA)
 // accumulate into its dK/dV on one thread without atomics.
 // Legend: B sequences, T tokens, H query heads, Hkv kv heads, G = H / Hkv, D head dim.
-#include <immintrin.h>
-
-#include <algorithm>
-#include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "lmstack/core/error.h"
+#include "lmstack/kernels/attention_backward_impl.h"
 #include "lmstack/kernels/ops.h"
+#include "lmstack/kernels/ops_ref.h"
+#include "lmstack/kernels/ops_variants.h"
 
 namespace lmstack::kernels {
 namespace {
 
-float dot(const float* a, const float* b, int n) {
-  __m256 acc = _mm256_setzero_ps();
-  int i = 0;
-  for (; i + 8 <= n; i += 8)
-    acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  float sum = _mm_cvtss_f32(s);
-  for (; i < n; ++i) sum += a[i] * b[i];
-  return sum;
+using ItemFn = void(const AttentionBackwardItem&);
+
+// Splits the work over (sequence, kv head) items, each with its own 64-byte aligned scratch
+// kept by the thread across calls (allocating it per call would page-fault every step).
+void backward_with(ItemFn* item_fn, ThreadPool& pool, float* dq, float* dk, float* dv,
+                   const float* dout, const float* q, const float* k, const float* v,
+                   const float* out, int64_t batch, int64_t tokens, int heads, int kv_heads,
+                   int head_dim, float scale, int window) {
+  LMSTACK_CHECK(kv_heads > 0 && heads % kv_heads == 0, "heads {} kv_heads {}", heads, kv_heads);
+  const int g = heads / kv_heads, d = head_dim;
+  const int64_t q_row = static_cast<int64_t>(heads) * d,
+                kv_row = static_cast<int64_t>(kv_heads) * d;
+  const int64_t floats = attention_backward_scratch_floats(tokens, d, 16);
+  pool.parallel_for(batch * kv_heads, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> buf;
+    if (static_cast<int64_t>(buf.size()) < floats + 16)
+      buf.resize(static_cast<size_t>(floats + 16));
+    const auto addr = reinterpret_cast<uintptr_t>(buf.data());
+    float* scratch = buf.data() + ((64 - addr % 64) % 64) / sizeof(float);
+    for (int64_t it = begin; it < end; ++it) {
+      const int64_t b = it / kv_heads, kvh = it % kv_heads;
+      const int64_t qo = b * tokens * q_row + kvh * g * d, kvo = b * tokens * kv_row + kvh * d;
+      item_fn({q + qo, k + kvo, v + kvo, out + qo, dout + qo, dq + qo, dk + kvo, dv + kvo, q_row,
+               kv_row, static_cast<int>(tokens), g, d, scale, window, scratch});
+    }
+  });
 }
 
-// y += a·x
-void axpy(float* y, float a, const float* x, int n) {
-  const __m256 va = _mm256_set1_ps(a);
-  int i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-  for (; i < n; ++i) y[i] += a * x[i];
+void backward_avx512(ThreadPool& pool, float* dq, float* dk, float* dv, const float* dout,
+                     const float* q, const float* k, const float* v, const float* out,
+                     int64_t batch, int64_t tokens, int heads, int kv_heads, int head_dim,
+                     float scale, int window) {
+  backward_with(attention_backward_item_avx512, pool, dq, dk, dv, dout, q, k, v, out, batch, tokens,
+                heads, kv_heads, head_dim, scale, window);
 }
 
-struct Dims {
-  int64_t tokens;
-  int heads, kv_heads, d;
-  float scale;
-  int window;  // 0: full causal; else query i sees keys i - window < j <= i
+void backward_avx2(ThreadPool& pool, float* dq, float* dk, float* dv, const float* dout,
+                   const float* q, const float* k, const float* v, const float* out, int64_t batch,
+                   int64_t tokens, int heads, int kv_heads, int head_dim, float scale, int window) {
+  backward_with(attention_backward_item_avx2, pool, dq, dk, dv, dout, q, k, v, out, batch, tokens,
+                heads, kv_heads, head_dim, scale, window);
+}
+
+constexpr KernelVariant<CausalAttentionBackwardFn> kBackwardVariants[] = {
+    {"avx512", backward_avx512, avx512_supported},
+    {"avx2", backward_avx2, avx2_supported},
+    {"ref", ref::causal_attention_backward, always_supported},
 };
 
-// Gradients of one (sequence b, kv head) pair: all its query heads, all queries.
-void backward_item(const Dims& dm, int64_t b, int kvh, float* dq, float* dk, float* dv,
-                   const float* dout, const float* q, const float* k, const float* v,
-                   const float* out, std::vector<float>& p) {
-  const int g = dm.heads / dm.kv_heads, d = dm.d;
-  const int64_t t_n = dm.tokens;
-  auto q_at = [&](int64_t i, int h) { return ((b * t_n + i) * dm.heads + h) * d; };
-  auto kv_at = [&](int64_t j) { return ((b * t_n + j) * dm.kv_heads + kvh) * d; };
-  p.resize(static_cast<size_t>(t_n));
-  for (int h = kvh * g; h < (kvh + 1) * g; ++h) {
-    for (int64_t i = 0; i < t_n; ++i) {
-      const float* qi = q + q_at(i, h);
-      const float* doi = dout + q_at(i, h);
-      const int64_t first = attention_window_start(i, dm.window);
-      float max_s = -INFINITY;
-      for (int64_t j = first; j <= i; ++j) {
-        p[static_cast<size_t>(j)] = dm.scale * dot(qi, k + kv_at(j), d);
-        max_s = std::max(max_s, p[static_cast<size_t>(j)]);
-      }
-      double sum = 0;
-      for (int64_t j = first; j <= i; ++j) {
-        p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - max_s);
-        sum += p[static_cast<size_t>(j)];
-      }
-      const auto inv_sum = static_cast<float>(1.0 / sum);
-      const float delta = dot(doi, out + q_at(i, h), d);
-      for (int64_t j = first; j <= i; ++j) {
-        const float pij = p[static_cast<size_t>(j)] * inv_sum;
-        const float ds = pij * (dot(doi, v + kv_at(j), d) - delta) * dm.scale;
-        axpy(dv + kv_at(j), pij, doi, d);
-        axpy(dq + q_at(i, h), ds, k + kv_at(j), d);
-        axpy(dk + kv_at(j), ds, qi, d);
-      }
-    }
-  }
+}  // namespace
+
+void attention_backward_item_avx2(const AttentionBackwardItem& item) {
+  backward_item<VecAvx2>(item);
 }
 
-}  // namespace
+std::span<const KernelVariant<CausalAttentionBackwardFn>> causal_attention_backward_variants() {
+  return kBackwardVariants;
+}
 
 void causal_attention(ThreadPool& pool, float* out, const float* q, const float* k, const float* v,
                       int64_t batch, int64_t tokens, int heads, int kv_heads, int head_dim,
@@ -113,14 +104,8 @@ void causal_attention_backward(ThreadPool& pool, float* dq, float* dk, float* dv
                                const float* q, const float* k, const float* v, const float* out,
                                int64_t batch, int64_t tokens, int heads, int kv_heads, int head_dim,
                                float scale, int window) {
-  LMSTACK_CHECK(kv_heads > 0 && heads % kv_heads == 0, "heads {} kv_heads {}", heads, kv_heads);
-  const Dims dm{tokens, heads, kv_heads, head_dim, scale, window};
-  pool.parallel_for(batch * kv_heads, [&](int64_t begin, int64_t end) {
-    std::vector<float> p;
-    for (int64_t item = begin; item < end; ++item)
-      backward_item(dm, item / kv_heads, static_cast<int>(item % kv_heads), dq, dk, dv, dout, q, k,
-                    v, out, p);
-  });
+  static CausalAttentionBackwardFn* const fn = pick_variant(causal_attention_backward_variants());
+  fn(pool, dq, dk, dv, dout, q, k, v, out, batch, tokens, heads, kv_heads, head_dim, scale, window);
 }
 
 }  // namespace lmstack::kernels

@@ -70,4 +70,54 @@ void paged_attention(ThreadPool&, float* out, const float* q, const PagedKv& kv,
   }
 }
 
+// One (sequence b, query head h): row i's softmax over its keys in double, then per key j
+//   dV_j += P_ij·dO_i,  dS_ij = scale·P_ij·(dO_i·V_j - dO_i·O_i),  dQ_i += dS_ij·K_j,
+//   dK_j += dS_ij·Q_i.
+namespace {
+void attention_backward_head(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                             const float* k, const float* v, const float* out, int64_t b,
+                             int64_t tokens, int h, int heads, int kv_heads, int d, float scale,
+                             int window) {
+  const int kvh = h / (heads / kv_heads);
+  auto q_at = [&](int64_t i) { return ((b * tokens + i) * heads + h) * d; };
+  auto kv_at = [&](int64_t j) { return ((b * tokens + j) * kv_heads + kvh) * d; };
+  std::vector<double> p(static_cast<size_t>(tokens));
+  for (int64_t i = 0; i < tokens; ++i) {
+    const int64_t first = attention_window_start(i, window);
+    double max_s = -INFINITY, sum = 0, delta = 0;
+    for (int64_t j = first; j <= i; ++j) {
+      double dot = 0;
+      for (int e = 0; e < d; ++e) dot += static_cast<double>(q[q_at(i) + e]) * k[kv_at(j) + e];
+      p[static_cast<size_t>(j)] = dot * scale;
+      max_s = std::max(max_s, dot * scale);
+    }
+    for (int64_t j = first; j <= i; ++j)
+      sum += (p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - max_s));
+    for (int e = 0; e < d; ++e) delta += static_cast<double>(dout[q_at(i) + e]) * out[q_at(i) + e];
+    for (int64_t j = first; j <= i; ++j) {
+      const double pij = p[static_cast<size_t>(j)] / sum;
+      double dp = 0;
+      for (int e = 0; e < d; ++e) dp += static_cast<double>(dout[q_at(i) + e]) * v[kv_at(j) + e];
+      const double ds = scale * pij * (dp - delta);
+      for (int e = 0; e < d; ++e) {
+        dv[kv_at(j) + e] += static_cast<float>(pij * dout[q_at(i) + e]);
+        dq[q_at(i) + e] += static_cast<float>(ds * k[kv_at(j) + e]);
+        dk[kv_at(j) + e] += static_cast<float>(ds * q[q_at(i) + e]);
+      }
+    }
+  }
+}
+}  // namespace
+
+void causal_attention_backward(ThreadPool&, float* dq, float* dk, float* dv, const float* dout,
+                               const float* q, const float* k, const float* v, const float* out,
+                               int64_t batch, int64_t tokens, int heads, int kv_heads, int head_dim,
+                               float scale, int window) {
+  LMSTACK_CHECK(kv_heads > 0 && heads % kv_heads == 0, "heads {} kv_heads {}", heads, kv_heads);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int h = 0; h < heads; ++h)
+      attention_backward_head(dq, dk, dv, dout, q, k, v, out, b, tokens, h, heads, kv_heads,
+                              head_dim, scale, window);
+}
+
 }  // namespace lmstack::kernels::ref

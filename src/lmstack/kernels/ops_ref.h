@@ -34,5 +34,11 @@ void add_inplace(float* y, const float* x, int64_t n);
 void softmax_rows(float* x, int64_t rows, int64_t dim);
 void paged_attention(ThreadPool& pool, float* out, const float* q, const PagedKv& kv,
                      const AttentionBatch& batch, int heads, float scale);
+// ops.h's causal_attention_backward one key at a time: the softmax row recomputed in double,
+// then dV, dS, dQ and dK per (query, key) pair. Runs on one thread (pool unused).
+void causal_attention_backward(ThreadPool& pool, float* dq, float* dk, float* dv, const float* dout,
+                               const float* q, const float* k, const float* v, const float* out,
+                               int64_t batch, int64_t tokens, int heads, int kv_heads, int head_dim,
+                               float scale, int window);
 
 }  // namespace lmstack::kernels::ref

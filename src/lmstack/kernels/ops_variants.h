@@ -34,6 +34,12 @@ std::span<const KernelVariant<GeluTanhFn>> gelu_tanh_variants();
 std::span<const KernelVariant<AddInplaceFn>> add_inplace_variants();
 std::span<const KernelVariant<SoftmaxRowsFn>> softmax_rows_variants();
 std::span<const KernelVariant<PagedAttentionFn>> paged_attention_variants();
+using CausalAttentionBackwardFn = void(ThreadPool& pool, float* dq, float* dk, float* dv,
+                                       const float* dout, const float* q, const float* k,
+                                       const float* v, const float* out, int64_t batch,
+                                       int64_t tokens, int heads, int kv_heads, int head_dim,
+                                       float scale, int window);
+std::span<const KernelVariant<CausalAttentionBackwardFn>> causal_attention_backward_variants();
 
 // Support predicates shared by the tables. (Never include this header from *_avx512.cc.)
 inline bool always_supported() { return true; }

@@ -6,7 +6,7 @@
 //   [c'_t, k'_t] = W_kva h_t,  c_t = RMSNorm_kv(c'_t),  kR_t = m R_t k'_t  (one for all heads)
 //   [kN_t,h, v_t,h] = W_kvb,h c_t,  k_t,h = [kN_t,h, kR_t],  o = softmax(s q kᵀ) v  (causal)
 // Backward:
-//   term 1  dq, dk, dv of the attention (train/backward/attention.cc); V is zero-padded from dv
+//   term 1  dq, dk, dv of the attention (kernels/attention_backward.cc); V is zero-padded from dv
 //           to qk so one kernel serves both widths: dO's padded columns are 0, and dv's padded
 //           columns are dropped (their forward values are the constant 0)
 //   term 2  RoPE: R_t is orthogonal, so the rotated parts get m R_tᵀ of their gradients; kR is
@@ -180,12 +180,12 @@ void MlaActs::allocate(const model::ModelConfig& config, int batch, int seq) {
   if (d.qr > 0) qa = floats(d.N * d.qr), qa_rstd = floats(d.N), qan = floats(d.N * d.qr);
   c = floats(d.N * d.r), c_rstd = floats(d.N), cn = floats(d.N * d.r);
   q = floats(d.N * d.H * d.qk), k = floats(d.N * d.H * d.qk), v = floats(d.N * d.H * d.qk);
-  probs = floats(static_cast<int64_t>(batch) * d.H * seq * seq);
+  out = floats(d.N * d.H * d.qk);
   att = floats(d.N * d.H * d.dv);
 }
 
 int64_t MlaActs::bytes() const {
-  return total_bytes({&qa, &qa_rstd, &qan, &c, &c_rstd, &cn, &q, &k, &v, &probs, &att});
+  return total_bytes({&qa, &qa_rstd, &qan, &c, &c_rstd, &cn, &q, &k, &v, &out, &att});
 }
 
 void MlaScratch::allocate(const model::ModelConfig& c, int batch, int seq) {
@@ -206,9 +206,9 @@ void mla_train_forward(ThreadPool& pool, MlaActs& a, MlaScratch& s, const float*
   const Dims d = dims_of(l.config, l.batch, l.seq);
   queries_forward(pool, a, n1, l, d);
   keys_values_forward(pool, a, s, n1, l, d);
-  attention_forward(pool, fp(s.pad), fp(a.probs), fp(a.q), fp(a.k), fp(a.v), attention_dims(l, d));
+  attention_forward(pool, fp(a.out), fp(a.q), fp(a.k), fp(a.v), attention_dims(l, d));
   for (int64_t i = 0; i < d.N * d.H; ++i)  // drop V's zero padding
-    std::memcpy(fp(a.att) + i * d.dv, fp(s.pad) + i * d.qk,
+    std::memcpy(fp(a.att) + i * d.dv, fp(a.out) + i * d.qk,
                 static_cast<size_t>(d.dv) * sizeof(float));
 }
 
@@ -219,8 +219,9 @@ void mla_train_backward(ThreadPool& pool, float* dn1, const float* n1, const Mla
   for (int64_t i = 0; i < d.N * d.H; ++i)
     std::memcpy(fp(s.pad) + i * d.qk, fp(s.datt) + i * d.dv,
                 static_cast<size_t>(d.dv) * sizeof(float));
+  zero(s.dq), zero(s.dk), zero(s.dv);
   attention_backward(pool, fp(s.dq), fp(s.dk), fp(s.dv), fp(s.pad), fp(a.q), fp(a.k), fp(a.v),
-                     fp(a.probs), attention_dims(l, d));
+                     fp(a.out), attention_dims(l, d));
   latent_backward(pool, a, s, l, d);
   linear_backward(pool, dn1, l.grads.mla->kv_a.data<float>(), nullptr, fp(s.kv), n1,
                   l.compute.mla->kv_a, d.N, l.weight_scratch);

@@ -1,6 +1,6 @@
 // Training forward and backward of DeepSeek's multi-head latent attention (Liu et al. 2024,
 // DeepSeek-V2 §2.1) in the expanded form: every token's per-head key and value are rebuilt from
-// its latent, then causal attention over the dense batch (train/backward/attention.cc). The
+// its latent, then causal attention over the dense batch (kernels/attention_backward.cc). The
 // inference twin is model/mla.cc (its RoPE helper and latent-norm eps are shared); the absorbed
 // form is an inference-only rewrite of the same function and is not trained. The backward's
 // derivation is in mla_train.cc's header.
@@ -25,7 +25,7 @@ struct MlaActs {
   HostBuffer qa, qa_rstd, qan;  // [N, qr], [N], [N, qr]: q latent around q_a_layernorm (qr > 0)
   HostBuffer c, c_rstd, cn;     // [N, r], [N], [N, r]: kv latent around kv_a_layernorm
   HostBuffer q, k, v;           // [N, H, qk] after RoPE; v zero-padded from dv to qk
-  HostBuffer probs;             // [B, H, T, T] softmax
+  HostBuffer out;               // [N, H, qk]: attention output, zero-padded from dv to qk
   HostBuffer att;               // [N, H·dv]: attention output, o_proj's input
   void allocate(const model::ModelConfig& config, int batch, int seq);
   int64_t bytes() const;

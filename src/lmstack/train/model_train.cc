@@ -217,7 +217,7 @@ void TrainModel::zero_grads() {
     std::memset(p.grad->raw_data(), 0, static_cast<size_t>(p.grad->nbytes()));
 }
 
-void TrainModel::forward(const int32_t* inputs, int batch, int seq) {
+void TrainModel::forward(const int32_t* inputs, int batch, int seq, bool logits) {
   const model::ModelConfig& c = config_;
   if (c.learned_positions && seq > c.max_position)
     throw_error<RequestError>("sequence length {} exceeds the model's {} learned positions", seq,
@@ -243,37 +243,38 @@ void TrainModel::forward(const int32_t* inputs, int batch, int seq) {
   hook(&TrainHooks::before_forward, head);
   norm_forward(fptr(b.nf), fptr(b.nf_mean), fptr(b.nf_rstd), fptr(b.inputs.back()),
                master_.final_norm, master_.final_norm_bias, n);
-  kernels::linear(pool_, fptr(b.logits), fptr(b.nf), compute_.lm_head, n);
+  if (logits) {
+    if (b.logits.size() == 0)
+      b.logits = HostBuffer(static_cast<size_t>(n * c.vocab_size) * sizeof(float),
+                            MemoryCategory::kActivations);
+    kernels::linear(pool_, fptr(b.logits), fptr(b.nf), compute_.lm_head, n);
+  }
   hook(&TrainHooks::after_forward, head);
 }
 
 double TrainModel::forward_backward(const int32_t* inputs, const int32_t* targets, int batch,
                                     int seq, float grad_scale) {
-  forward(inputs, batch, seq);
-  Buffers& b = *buf_;
+  forward(inputs, batch, seq, false);
   const int64_t n = static_cast<int64_t>(batch) * seq;
-  const double total = cross_entropy_forward_backward(fptr(b.logits), fptr(b.losses), targets, n,
-                                                      config_.vocab_size, grad_scale);
   // The aux loss enters the objective as coef · aux per micro-batch, next to the mean CE:
   // grad_scale · n is the weight the mean CE has (transformers: loss += coef · aux_loss).
   prepare_moe_aux(options_.moe_aux_loss_coef * grad_scale * static_cast<double>(n));
-  backward(inputs);
-  return total / static_cast<double>(n);
+  return backward(inputs, targets, grad_scale) / static_cast<double>(n);
 }
 
 double TrainModel::forward_backward_logits(const int32_t* inputs, int batch, int seq,
                                            const std::function<double(float* logits)>& loss_grad) {
-  forward(inputs, batch, seq);
+  forward(inputs, batch, seq, true);
   const double loss = loss_grad(fptr(buf_->logits));
   prepare_moe_aux(0);
-  backward(inputs);
+  backward(inputs, nullptr, 0.0f);
   return loss;
 }
 
 const float* TrainModel::final_hidden() const { return buf_ ? fptr(buf_->nf) : nullptr; }
 
 double TrainModel::evaluate(const int32_t* inputs, const int32_t* targets, int batch, int seq) {
-  forward(inputs, batch, seq);
+  forward(inputs, batch, seq, true);
   const int64_t n = static_cast<int64_t>(batch) * seq;
   return cross_entropy_loss(fptr(buf_->logits), fptr(buf_->losses), targets, n,
                             config_.vocab_size) /
@@ -281,15 +282,14 @@ double TrainModel::evaluate(const int32_t* inputs, const int32_t* targets, int b
 }
 
 void TrainModel::logits(const int32_t* inputs, int batch, int seq, std::vector<float>& out) {
-  forward(inputs, batch, seq);
+  forward(inputs, batch, seq, true);
   const size_t count = static_cast<size_t>(batch) * static_cast<size_t>(seq) *
                        static_cast<size_t>(config_.vocab_size);
   out.assign(fptr(buf_->logits), fptr(buf_->logits) + count);
 }
 
-// Reverse of forward(): lm_head, final norm, layers L-1..0, embeddings. b.logits holds
-// dL/dlogits (written in place by the fused cross-entropy).
-void TrainModel::backward(const int32_t* inputs) {
+// Reverse of forward(): lm_head, final norm, layers L-1..0, embeddings.
+double TrainModel::backward(const int32_t* inputs, const int32_t* targets, float grad_scale) {
   const model::ModelConfig& c = config_;
   Buffers& b = *buf_;
   const int64_t n = static_cast<int64_t>(b.batch) * b.seq;
@@ -297,9 +297,12 @@ void TrainModel::backward(const int32_t* inputs) {
   const int head = c.num_layers + 1;
   hook(&TrainHooks::before_backward, head);
   std::memset(b.dn.data(), 0, row_bytes);
-  Tensor none;
-  linear_backward(fptr(b.dn), grads_.lm_head, none, fptr(b.logits), fptr(b.nf), compute_.lm_head,
-                  n);
+  const double total = targets ? head_backward(targets, grad_scale) : 0.0;
+  if (!targets) {
+    Tensor none;
+    linear_backward(fptr(b.dn), grads_.lm_head, none, fptr(b.logits), fptr(b.nf), compute_.lm_head,
+                    n);
+  }
   std::memset(b.dx.data(), 0, row_bytes);
   norm_backward(fptr(b.dx), fptr(b.dn), fptr(b.inputs.back()), master_.final_norm, fptr(b.nf_mean),
                 fptr(b.nf_rstd), grads_.final_norm, grads_.final_norm_bias, n);
@@ -316,6 +319,25 @@ void TrainModel::backward(const int32_t* inputs) {
     embedding_backward(grads_.pos_embed.data<float>(), fptr(b.dx), b.positions.data(), n,
                        c.hidden_size);
   hook(&TrainHooks::after_backward, 0);
+  return total;
+}
+
+// lm_head, cross-entropy and their gradients by row chunks (backward/classifier.cc), from the
+// final norm's output into b.dn and lm_head's gradient. Returns Σ losses.
+double TrainModel::head_backward(const int32_t* targets, float grad_scale) {
+  Buffers& b = *buf_;
+  const Tensor& w = compute_.lm_head;
+  const float* w_f32 = w.dtype() == DType::kF32 ? w.data<float>() : fptr(b.weight_scratch);
+  if (w.dtype() != DType::kF32)  // dx reads the same rounded weight as the forward
+    convert_bf16_to_f32(w.data<uint16_t>(), fptr(b.weight_scratch), w.numel());
+  ClassifierArgs args;
+  args.x = fptr(b.nf), args.w = w, args.w_f32 = w_f32, args.targets = targets;
+  args.rows = static_cast<int64_t>(b.batch) * b.seq, args.grad_scale = grad_scale;
+  args.chunk = fptr(b.logits_chunk);
+  args.chunk_rows =
+      static_cast<int64_t>(b.logits_chunk.size() / sizeof(float)) / config_.vocab_size;
+  return classifier_forward_backward(pool_, fptr(b.dn), grads_.lm_head.data<float>(),
+                                     fptr(b.losses), args);
 }
 
 }  // namespace lmstack::train

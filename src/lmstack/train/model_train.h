@@ -138,11 +138,17 @@ class TrainModel {
   void hook(void (TrainHooks::*call)(int), int group) {
     if (hooks_) (hooks_->*call)(group);
   }
-  void forward(const int32_t* inputs, int batch, int seq);
+  // logits: also the lm_head product into the full [N, V] buffer (forward_backward leaves
+  // the head to the fused classifier in backward instead).
+  void forward(const int32_t* inputs, int batch, int seq, bool logits);
   // The aux loss of the last forward and its gradient per router probability, weighted by
   // `coef_scale` (model_train_layer.cc); 0: no aux gradient.
   void prepare_moe_aux(double coef_scale);
-  void backward(const int32_t* inputs);
+  // With targets: the fused classifier (cross-entropy scaled by grad_scale) from the final
+  // norm's output, returning Σ losses; without: b.logits holds dL/dlogits, returns 0.
+  double backward(const int32_t* inputs, const int32_t* targets, float grad_scale);
+  double head_backward(const int32_t* targets, float grad_scale);
+  void rope_rows(float* x, int64_t rows, int heads, bool backward);
   void layer_forward(int layer, int batch, int seq);
   const float* dense_attention_forward(int layer, int batch, int seq);
   MlaTrainLayer mla_layer(int layer, int batch, int seq);

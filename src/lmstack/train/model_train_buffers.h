@@ -19,7 +19,6 @@ struct LayerActs {
   HostBuffer q_pre, k_pre;          // Qwen3: q, k before the per-head RMSNorm
   HostBuffer q_rstd, k_rstd;        // Qwen3: [N·H], [N·Hkv]
   HostBuffer q, k, v;               // after norm and RoPE
-  HostBuffer probs;                 // [B, H, T, T] softmax
   HostBuffer att;                   // [N, H·D] attention output before o_proj
   HostBuffer x_mid;                 // [N, C] residual after the attention block
   HostBuffer n2, n2_mean, n2_rstd;  // MLP norm
@@ -33,8 +32,11 @@ struct TrainModel::Buffers {
   std::vector<int32_t> positions;  // [N]: t for row b·T + t
   std::vector<HostBuffer> inputs;  // [L + 1] x [N, C]: each layer's input, then the last output
   std::vector<LayerActs> layers;   // L entries, or 1 reused entry under recompute
-  HostBuffer nf, nf_mean, nf_rstd, logits, losses;
+  HostBuffer nf, nf_mean, nf_rstd, losses;
+  HostBuffer logits;        // [N, V]: allocated by the first forward that asks for all logits
+  HostBuffer logits_chunk;  // [chunk, V]: the fused classifier's rows (backward/classifier.cc)
   // backward scratch
+  HostBuffer norm_partial;  // [threads, 2, C]: per-thread norm weight/bias gradients
   HostBuffer dx, dn, dq, dk, dv, dq2, dk2, datt, dgate, dup, dact, weight_scratch;
   MlaScratch mla;  // MLA forward temporaries and attention gradients
   // MoE: per layer and expert, the rows routed and Σ softmax probabilities of the last

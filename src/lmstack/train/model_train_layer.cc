@@ -3,6 +3,7 @@
 //   x_mid = x + Wo·Attn(RoPE(qk_norm(Wq·n1(x))), RoPE(qk_norm(Wk·n1(x))), Wv·n1(x))
 //   x_out = x_mid + Wdown·(silu(Wgate·n2) ⊙ Wup·n2)   or   Wproj·gelu(Wfc·n2 + b)
 // Backward: the residual carries dx through unchanged; each branch adds its input gradient.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -18,6 +19,9 @@ namespace {
 
 const float* ptr_or_null(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
 float* mut_or_null(Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
+
+// Elements per task of the elementwise ops split over the pool.
+constexpr int64_t kElementGrain = 1 << 14;
 
 HostBuffer floats(int64_t count) {
   return HostBuffer(static_cast<size_t>(count) * sizeof(float), MemoryCategory::kActivations);
@@ -43,15 +47,16 @@ int64_t TrainModel::Buffers::bytes() const {
   for (const LayerActs& a : layers)
     for (const HostBuffer* h :
          {&a.n1, &a.n1_mean, &a.n1_rstd, &a.q_pre, &a.k_pre, &a.q_rstd, &a.k_rstd, &a.q, &a.k, &a.v,
-          &a.probs, &a.att, &a.x_mid, &a.n2, &a.n2_mean, &a.n2_rstd, &a.gate, &a.up, &a.act})
+          &a.att, &a.x_mid, &a.n2, &a.n2_mean, &a.n2_rstd, &a.gate, &a.up, &a.act})
       add(*h);
   for (const LayerActs& a : layers) total += a.mla.bytes();
   total += mla.bytes();
   for (const LayerActs& a : layers) total += a.moe.bytes();
   total += moe_grad.bytes() + static_cast<int64_t>(expert_tokens.capacity() * sizeof(int64_t) +
                                                    expert_prob_sum.capacity() * sizeof(double));
-  for (const HostBuffer* h : {&nf, &nf_mean, &nf_rstd, &logits, &losses, &dx, &dn, &dq, &dk, &dv,
-                              &dq2, &dk2, &datt, &dgate, &dup, &dact, &weight_scratch})
+  for (const HostBuffer* h :
+       {&nf, &nf_mean, &nf_rstd, &logits, &logits_chunk, &losses, &dx, &dn, &norm_partial, &dq, &dk,
+        &dv, &dq2, &dk2, &datt, &dgate, &dup, &dact, &weight_scratch})
     add(*h);
   return total;
 }
@@ -93,7 +98,6 @@ void TrainModel::ensure_buffers(int batch, int seq) {
       a.mla.allocate(c, batch, seq);
     } else {
       a.q = floats(n * qd), a.k = floats(n * kvd), a.v = floats(n * kvd);
-      a.probs = floats(static_cast<int64_t>(batch) * c.num_heads * seq * seq);
       a.att = floats(n * qd);
     }
     a.x_mid = floats(n * hid);
@@ -108,8 +112,11 @@ void TrainModel::ensure_buffers(int batch, int seq) {
   }
   b->nf = floats(n * hid), b->nf_rstd = floats(n), b->losses = floats(n);
   if (ln) b->nf_mean = floats(n);
-  b->logits = floats(n * c.vocab_size);
+  // The fused classifier's chunk: up to 512 rows, fewer for large vocabularies (~16 MiB).
+  const int64_t chunk = std::clamp<int64_t>((int64_t{1} << 22) / c.vocab_size, 32, 512);
+  b->logits_chunk = floats(std::min(n, chunk) * c.vocab_size);
   b->dx = floats(n * hid), b->dn = floats(n * hid);
+  b->norm_partial = floats(static_cast<int64_t>(pool_.num_threads()) * 2 * hid);
   if (c.mla.enabled())
     b->mla.allocate(c, batch, seq);
   else
@@ -125,23 +132,51 @@ void TrainModel::ensure_buffers(int batch, int seq) {
   buf_ = std::move(b);
 }
 
+// The norms split their rows over the pool (one row's work is a few hundred floats, so only
+// whole-row ranges are worth a hand-off); the backward's weight gradients are summed per
+// thread into norm_partial, then added in thread order, so a run is deterministic.
 void TrainModel::norm_forward(float* y, float* mean, float* rstd, const float* x, const Tensor& w,
                               const Tensor& b, int64_t rows) {
-  if (config_.norm == model::NormKind::kLayerNorm)
-    layernorm_forward(y, mean, rstd, x, w.data<float>(), ptr_or_null(b), rows, config_.hidden_size,
-                      config_.norm_eps);
-  else
-    rmsnorm_forward(y, rstd, x, w.data<float>(), rows, config_.hidden_size, config_.norm_eps);
+  const int64_t dim = config_.hidden_size;
+  const bool ln = config_.norm == model::NormKind::kLayerNorm;
+  pool_.parallel_for(
+      rows,
+      [&](int64_t r0, int64_t r1) {
+        if (ln)
+          layernorm_forward(y + r0 * dim, mean + r0, rstd + r0, x + r0 * dim, w.data<float>(),
+                            ptr_or_null(b), r1 - r0, dim, config_.norm_eps);
+        else
+          rmsnorm_forward(y + r0 * dim, rstd + r0, x + r0 * dim, w.data<float>(), r1 - r0, dim,
+                          config_.norm_eps);
+      },
+      64);
 }
 
 void TrainModel::norm_backward(float* dx, const float* dy, const float* x, const Tensor& w,
                                const float* mean, const float* rstd, Tensor& dw, Tensor& db,
                                int64_t rows) {
-  if (config_.norm == model::NormKind::kLayerNorm)
-    layernorm_backward(dx, dw.data<float>(), mut_or_null(db), dy, x, w.data<float>(), mean, rstd,
-                       rows, config_.hidden_size);
-  else
-    rmsnorm_backward(dx, dw.data<float>(), dy, x, w.data<float>(), rstd, rows, config_.hidden_size);
+  const int64_t dim = config_.hidden_size, threads = pool_.num_threads();
+  const bool ln = config_.norm == model::NormKind::kLayerNorm;
+  float* partial = fptr(buf_->norm_partial);  // [threads][2][dim]: dw, db
+  std::fill_n(partial, threads * 2 * dim, 0.0f);
+  pool_.run_on_all([&](int t) {
+    const int64_t r0 = rows * t / threads, r1 = rows * (t + 1) / threads;
+    float* pw = partial + t * 2 * dim;
+    if (r0 == r1) return;
+    if (ln)
+      layernorm_backward(dx + r0 * dim, pw, db.defined() ? pw + dim : nullptr, dy + r0 * dim,
+                         x + r0 * dim, w.data<float>(), mean + r0, rstd + r0, r1 - r0, dim);
+    else
+      rmsnorm_backward(dx + r0 * dim, pw, dy + r0 * dim, x + r0 * dim, w.data<float>(), rstd + r0,
+                       r1 - r0, dim);
+  });
+  float* gw = dw.data<float>();
+  float* gb = mut_or_null(db);
+  for (int64_t t = 0; t < threads; ++t)
+    for (int64_t i = 0; i < dim; ++i) {
+      gw[i] += partial[t * 2 * dim + i];
+      if (gb) gb[i] += partial[t * 2 * dim + dim + i];
+    }
 }
 
 void TrainModel::linear_forward(float* y, const float* x, const Tensor& w, const Tensor& b,
@@ -153,6 +188,23 @@ void TrainModel::linear_backward(float* dx, Tensor& dw, Tensor& db, const float*
                                  const Tensor& w, int64_t rows) {
   train::linear_backward(pool_, dx, dw.data<float>(), mut_or_null(db), dy, x, w, rows,
                          fptr(buf_->weight_scratch));
+}
+
+// RoPE on x [rows, heads, D] in place (backward: its transpose), rows split over the pool.
+void TrainModel::rope_rows(float* x, int64_t rows, int heads, bool backward) {
+  const int d = config_.head_dim;
+  const int32_t* pos = buf_->positions.data();
+  pool_.parallel_for(
+      rows,
+      [&](int64_t r0, int64_t r1) {
+        float* xr = x + r0 * heads * d;
+        if (backward)
+          rope_backward(xr, pos + r0, r1 - r0, heads, d, inv_freq_.data());
+        else
+          kernels::rope(xr, pos + r0, r1 - r0, heads, d, d, inv_freq_.data(),
+                        kernels::RopeStyle::kRotateHalf);
+      },
+      64);
 }
 
 // The llama / GPT-2 attention of layer l from a.n1: writes a.att (o_proj's input).
@@ -175,13 +227,11 @@ const float* TrainModel::dense_attention_forward(int l, int batch, int seq) {
                     c.head_dim, c.norm_eps);
   }
   if (!c.learned_positions) {
-    kernels::rope(fptr(a.q), b.positions.data(), n, c.num_heads, c.head_dim, c.head_dim,
-                  inv_freq_.data(), kernels::RopeStyle::kRotateHalf);
-    kernels::rope(fptr(a.k), b.positions.data(), n, c.num_kv_heads, c.head_dim, c.head_dim,
-                  inv_freq_.data(), kernels::RopeStyle::kRotateHalf);
+    rope_rows(fptr(a.q), n, c.num_heads, false);
+    rope_rows(fptr(a.k), n, c.num_kv_heads, false);
   }
   const AttentionDims dims = attention_dims(c, l, batch, seq);
-  attention_forward(pool_, fptr(a.att), fptr(a.probs), fptr(a.q), fptr(a.k), fptr(a.v), dims);
+  attention_forward(pool_, fptr(a.att), fptr(a.q), fptr(a.k), fptr(a.v), dims);
   return fptr(a.att);
 }
 
@@ -217,7 +267,12 @@ void TrainModel::layer_forward(int l, int batch, int seq) {
   linear_forward(fptr(a.up), fptr(a.n2), w.w_up, m.b_up, n, false);
   if (c.mlp == model::MlpKind::kSwiGlu) {
     linear_forward(fptr(a.gate), fptr(a.n2), w.w_gate, Tensor(), n, false);
-    kernels::silu_mul(fptr(a.act), fptr(a.gate), fptr(a.up), nf);
+    pool_.parallel_for(
+        nf,
+        [&](int64_t i0, int64_t i1) {
+          kernels::silu_mul(fptr(a.act) + i0, fptr(a.gate) + i0, fptr(a.up) + i0, i1 - i0);
+        },
+        kElementGrain);
   } else {
     kernels::gelu_tanh(fptr(a.act), fptr(a.up), nf);
   }
@@ -244,7 +299,15 @@ void TrainModel::layer_backward(int l, int batch, int seq, float* dx) {
     std::memset(b.dact.data(), 0, static_cast<size_t>(nf) * sizeof(float));
     linear_backward(fptr(b.dact), g.w_down, g.b_down, dx, fptr(a.act), w.w_down, n);
     if (c.mlp == model::MlpKind::kSwiGlu)
-      swiglu_backward(fptr(b.dgate), fptr(b.dup), fptr(b.dact), fptr(a.gate), fptr(a.up), nf);
+      pool_.parallel_for(
+          nf,
+          [&](int64_t i0, int64_t i1) {  // the kernel accumulates: zero this chunk first
+            std::fill(fptr(b.dgate) + i0, fptr(b.dgate) + i1, 0.0f);
+            std::fill(fptr(b.dup) + i0, fptr(b.dup) + i1, 0.0f);
+            kernels::silu_mul_backward(fptr(b.dgate) + i0, fptr(b.dup) + i0, fptr(b.dact) + i0,
+                                       fptr(a.gate) + i0, fptr(a.up) + i0, i1 - i0);
+          },
+          kElementGrain);
     else
       gelu_tanh_backward(fptr(b.dup), fptr(b.dact), fptr(a.up), nf);
     linear_backward(fptr(b.dn), g.w_up, g.b_up, fptr(b.dup), fptr(a.n2), w.w_up, n);
@@ -297,11 +360,12 @@ void TrainModel::attention_backward_block(int l, int batch, int seq, float* dx) 
   std::memset(b.datt.data(), 0, static_cast<size_t>(n * c.q_dim()) * sizeof(float));
   linear_backward(fptr(b.datt), g.wo, g.bo, dx, fptr(a.att), w.wo, n);
   const AttentionDims dims = attention_dims(c, l, batch, seq);
+  for (HostBuffer* h : {&b.dq, &b.dk, &b.dv}) std::memset(h->data(), 0, h->size());
   attention_backward(pool_, fptr(b.dq), fptr(b.dk), fptr(b.dv), fptr(b.datt), fptr(a.q), fptr(a.k),
-                     fptr(a.v), fptr(a.probs), dims);
+                     fptr(a.v), fptr(a.att), dims);
   if (!c.learned_positions) {
-    rope_backward(fptr(b.dq), b.positions.data(), n, c.num_heads, c.head_dim, inv_freq_.data());
-    rope_backward(fptr(b.dk), b.positions.data(), n, c.num_kv_heads, c.head_dim, inv_freq_.data());
+    rope_rows(fptr(b.dq), n, c.num_heads, true);
+    rope_rows(fptr(b.dk), n, c.num_kv_heads, true);
   }
   float* dq = fptr(b.dq);
   float* dk = fptr(b.dk);

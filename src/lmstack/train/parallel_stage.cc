@@ -33,8 +33,8 @@ int64_t StageModel::Acts::bytes() const {
   int64_t floats = static_cast<int64_t>(nf.size() + nf_rstd.size() + dlogits.size());
   for (const std::vector<float>& v : x) floats += static_cast<int64_t>(v.size());
   for (const LayerSaved& s : layers)
-    for (const std::vector<float>* v : {&s.n1, &s.n1_rstd, &s.q, &s.k, &s.v, &s.probs, &s.att,
-                                        &s.x_mid, &s.n2, &s.n2_rstd, &s.gate, &s.up, &s.act})
+    for (const std::vector<float>* v : {&s.n1, &s.n1_rstd, &s.q, &s.k, &s.v, &s.att, &s.x_mid,
+                                        &s.n2, &s.n2_rstd, &s.gate, &s.up, &s.act})
       floats += static_cast<int64_t>(v->size());
   return floats * static_cast<int64_t>(sizeof(float)) +
          static_cast<int64_t>((ids.size() + positions.size()) * sizeof(int32_t));

@@ -14,7 +14,6 @@ namespace lmstack::train {
 struct LayerSaved {
   std::vector<float> n1, n1_rstd;    // [N, C], [N]: attention norm
   std::vector<float> q, k, v;        // [N, H·D], [N, Hkv·D] x2, after RoPE
-  std::vector<float> probs;          // [B, H, T, T]
   std::vector<float> att;            // [N, H·D] before Wo
   std::vector<float> x_mid;          // [N, C] residual after the attention block
   std::vector<float> n2, n2_rstd;    // MLP norm

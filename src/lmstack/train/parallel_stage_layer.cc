@@ -58,9 +58,8 @@ void StageModel::layer_forward(int l, Acts& a) {
                 inv_freq_.data(), kernels::RopeStyle::kRotateHalf);
   const AttentionDims d =
       attention_dims(c, full_.attention_window(plan_.first_layer + l), a.batch, a.seq);
-  resize(s.probs, static_cast<int64_t>(a.batch) * c.num_heads * a.seq * a.seq);
   resize(s.att, n * qd);
-  attention_forward(pool_, s.att.data(), s.probs.data(), s.q.data(), s.k.data(), s.v.data(), d);
+  attention_forward(pool_, s.att.data(), s.q.data(), s.k.data(), s.v.data(), d);
   float* part = scratch(kScratchPartial, n * hid);
   kernels::linear(pool_, part, s.att.data(), w.wo, n);
   const float* attn_out = reduce_rows(part, n);  // g: Σ over the heads of every rank
@@ -124,8 +123,9 @@ void StageModel::attention_backward(int l, Acts& a, float* dx) {
   linear_backward(pool_, datt, g.wo.data<float>(), nullptr, dy, s.att.data(), w.wo, n, nullptr);
   const AttentionDims d =
       attention_dims(c, full_.attention_window(plan_.first_layer + l), a.batch, a.seq);
+  zero(dq, n * qd), zero(dk, n * kvd), zero(dv, n * kvd);
   train::attention_backward(pool_, dq, dk, dv, datt, s.q.data(), s.k.data(), s.v.data(),
-                            s.probs.data(), d);
+                            s.att.data(), d);
   rope_backward(dq, a.positions.data(), n, c.num_heads, c.head_dim, inv_freq_.data());
   rope_backward(dk, a.positions.data(), n, c.num_kv_heads, c.head_dim, inv_freq_.data());
   const float* n1 = gather_rows(s.n1.data(), n, kScratchGather);

@@ -1,7 +1,7 @@
 // The backward kernels of training, one file per layer kind in train/backward/, each with the
 // derivation of its gradient in its header comment; tests/train/backward_test.cc checks every
 // one against central finite differences of an independent float64 forward. Forward helpers
-// that save what the backward needs (norm statistics, attention probabilities) live here too.
+// that save what the backward needs (norm statistics) live here too.
 // Conventions as kernels/ops.h: f32 row-major activations, weights [N, K] (y = x·Wᵀ). Unless
 // a contract says "written", input gradients (dx) and parameter gradients (dw, db) ACCUMULATE
 // (+=), so residual branches and tied weights need no extra adds. Not thread-safe per output.
@@ -11,6 +11,7 @@
 
 #include "lmstack/core/tensor.h"
 #include "lmstack/core/thread_pool.h"
+#include "lmstack/kernels/ops.h"
 
 namespace lmstack::train {
 
@@ -49,20 +50,27 @@ void rope_backward(float* dx, const int32_t* positions, int64_t tokens, int head
 
 // ---- causal self-attention over a dense batch -------------------------------------------
 // Legend: B sequences of T tokens, H query heads, Hkv kv heads (H % Hkv == 0), D head dim.
-// q [B·T, H·D], k and v [B·T, Hkv·D], out [B·T, H·D]; probs [B, H, T, T] saves the softmax
-// (entries above the diagonal are 0). scale is usually 1/sqrt(D).
+// q [B·T, H·D], k and v [B·T, Hkv·D], out [B·T, H·D]. scale is usually 1/sqrt(D). Training
+// runs the one attention of kernels/ (ops.h causal_attention, the flash prefill forward, and
+// its backward, which recomputes the softmax instead of saving [B, H, T, T] probabilities).
 struct AttentionDims {
   int64_t batch = 0, seq = 0;
   int heads = 0, kv_heads = 0, head_dim = 0;
   float scale = 1.0f;
   int window = 0;  // > 0: sliding window, query t sees keys t - window < j <= t (ops.h)
 };
-void attention_forward(ThreadPool& pool, float* out, float* probs, const float* q, const float* k,
-                       const float* v, const AttentionDims& d);
-// dq, dk, dv are written (same shapes as q, k, v).
-void attention_backward(ThreadPool& pool, float* dq, float* dk, float* dv, const float* dout,
-                        const float* q, const float* k, const float* v, const float* probs,
-                        const AttentionDims& d);
+inline void attention_forward(ThreadPool& pool, float* out, const float* q, const float* k,
+                              const float* v, const AttentionDims& d) {
+  kernels::causal_attention(pool, out, q, k, v, d.batch, d.seq, d.heads, d.kv_heads, d.head_dim,
+                            d.scale, d.window);
+}
+// dq, dk, dv += the gradients (same shapes as q, k, v), given the forward's out.
+inline void attention_backward(ThreadPool& pool, float* dq, float* dk, float* dv, const float* dout,
+                               const float* q, const float* k, const float* v, const float* out,
+                               const AttentionDims& d) {
+  kernels::causal_attention_backward(pool, dq, dk, dv, dout, q, k, v, out, d.batch, d.seq, d.heads,
+                                     d.kv_heads, d.head_dim, d.scale, d.window);
+}
 
 // ---- MLP activations ---------------------------------------------------------------------
 // SwiGLU: out = silu(gate) ⊙ up. dgate and dup are written.
@@ -78,6 +86,28 @@ void gelu_tanh_backward(float* dx, const float* dy, const float* x, int64_t n);
 // Targets outside [0, V) are a RequestError.
 double cross_entropy_forward_backward(float* logits, float* losses, const int32_t* targets,
                                       int64_t rows, int64_t vocab, float grad_scale);
+// The vectorized form of the above (kernels::softmax_rows in float, rows in parallel over the
+// pool), same contract. (classifier.cc)
+double cross_entropy_softmax_rows(ThreadPool& pool, float* logits, float* losses,
+                                  const int32_t* targets, int64_t rows, int64_t vocab,
+                                  float grad_scale);
+
+// ---- fused classifier: lm_head, cross-entropy and their backward, by row chunks ---------
+struct ClassifierArgs {
+  const float* x = nullptr;          // [rows, C]: the final norm's output
+  Tensor w;                          // [V, C] lm_head as the forward reads it (f32 or bf16)
+  const float* w_f32 = nullptr;      // [V, C]: the same weight in f32 (for dx)
+  const int32_t* targets = nullptr;  // [rows]
+  int64_t rows = 0;
+  float grad_scale = 1.0f;
+  float* chunk = nullptr;  // [chunk_rows, V] scratch
+  int64_t chunk_rows = 0;
+};
+// dx[rows, C] += ∂(grad_scale·Σ losses)/∂x, dw[V, C] += the same for w, losses[rows] written;
+// returns Σ losses. Equal to linear() + cross_entropy_forward_backward + linear_backward.
+double classifier_forward_backward(ThreadPool& pool, float* dx, float* dw, float* losses,
+                                   const ClassifierArgs& args);
+
 // Loss only (logits untouched): Σ_r losses[r].
 double cross_entropy_loss(const float* logits, float* losses, const int32_t* targets, int64_t rows,
                           int64_t vocab);
