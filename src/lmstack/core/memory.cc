@@ -63,9 +63,17 @@ void memory_reset_peaks() {
 
 HostBuffer::HostBuffer(size_t bytes, MemoryCategory category) : bytes_(bytes), category_(category) {
   if (bytes == 0) return;
-  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  data_ = std::aligned_alloc(kAlignment, rounded);
+  // From 2 MiB up: 2 MiB aligned and backed by transparent huge pages where the kernel allows
+  // (THP "madvise" mode, Debian's default), asked for before the first touch. One TLB entry
+  // per 2 MiB instead of per 4 KiB: a 2-thread read over 512 MiB measured 27.5 GB/s on 4 KiB
+  // pages and 35.0 GB/s on huge pages (Zen 4 VM), so doctor's DRAM roofline and the KV pool
+  // both depend on it.
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t align = bytes >= kHuge ? kHuge : kAlignment;
+  const size_t rounded = (bytes + align - 1) / align * align;
+  data_ = std::aligned_alloc(align, rounded);
   if (data_ == nullptr) throw std::bad_alloc();
+  if (align == kHuge) ::madvise(data_, rounded, MADV_HUGEPAGE);  // advice: failure is harmless
   std::memset(data_, 0, rounded);
   count_allocation(category_, static_cast<int64_t>(bytes_));
 }

@@ -41,7 +41,8 @@ MemorySnapshot memory_snapshot();
 int64_t memory_peak(MemoryCategory c);
 void memory_reset_peaks();
 
-// An owned, 64-byte aligned, zero-initialized allocation counted under one category.
+// An owned, 64-byte aligned, zero-initialized allocation counted under one category; from
+// 2 MiB up, 2 MiB aligned on transparent huge pages where the kernel allows (memory.cc).
 class HostBuffer {
  public:
   static constexpr size_t kAlignment = 64;
