@@ -59,18 +59,33 @@ void micro(const QuantizedRows& x, int64_t row0, const uint8_t* panel, float* c,
 void int8_micro_avx512_vnni(const QuantizedRows& x, int64_t row0, int mr, const uint8_t* panel,
                             float* c, int64_t ldc, int nr, bool add) {
   static_assert(kInt8MicroRows == 12);
-  switch (mr) {
-#define LMSTACK_INT8_ROWS(R)                   \
-  case R:                                      \
-    micro<R>(x, row0, panel, c, ldc, nr, add); \
-    break;
-    LMSTACK_INT8_ROWS(1)
-    LMSTACK_INT8_ROWS(2)
-    LMSTACK_INT8_ROWS(3) LMSTACK_INT8_ROWS(4) LMSTACK_INT8_ROWS(5) LMSTACK_INT8_ROWS(6)
-        LMSTACK_INT8_ROWS(7) LMSTACK_INT8_ROWS(8) LMSTACK_INT8_ROWS(9) LMSTACK_INT8_ROWS(10)
-            LMSTACK_INT8_ROWS(11) LMSTACK_INT8_ROWS(12)
-#undef LMSTACK_INT8_ROWS
-                default : break;
+  switch (mr) {  // one instantiation per row count, so every loop over rows unrolls
+    case 1:
+      return micro<1>(x, row0, panel, c, ldc, nr, add);
+    case 2:
+      return micro<2>(x, row0, panel, c, ldc, nr, add);
+    case 3:
+      return micro<3>(x, row0, panel, c, ldc, nr, add);
+    case 4:
+      return micro<4>(x, row0, panel, c, ldc, nr, add);
+    case 5:
+      return micro<5>(x, row0, panel, c, ldc, nr, add);
+    case 6:
+      return micro<6>(x, row0, panel, c, ldc, nr, add);
+    case 7:
+      return micro<7>(x, row0, panel, c, ldc, nr, add);
+    case 8:
+      return micro<8>(x, row0, panel, c, ldc, nr, add);
+    case 9:
+      return micro<9>(x, row0, panel, c, ldc, nr, add);
+    case 10:
+      return micro<10>(x, row0, panel, c, ldc, nr, add);
+    case 11:
+      return micro<11>(x, row0, panel, c, ldc, nr, add);
+    case 12:
+      return micro<12>(x, row0, panel, c, ldc, nr, add);
+    default:
+      return;
   }
 }
 
