@@ -163,20 +163,19 @@ TEST(QuantEmbedding, LookupDequantizesRowsAndRejectsBadIds) {
   }
 }
 
-// linear_many(): for each variant, the outputs of one call over weights of mixed types (f32,
-// bf16, two quantized; N off the 4-row blocks) with bias and accumulate equal, bit for bit, one
-// call per weight, in the GEMV regime (M <= 16, one parallel region over all rows) and the
-// GEMM regime. The single-weight path is checked against the reference above.
+// linear_many(): for each variant, the outputs of one call over nine weights of mixed types
+// (f32, bf16, f16, three quantized; N off the 4-row blocks) with bias and accumulate equal, bit
+// for bit, one call per weight, in the GEMV regime (M <= 16, one parallel region over up to 8
+// weights) and the GEMM regime. The single-weight path is checked against the reference above.
 TEST(LinearMany, EqualsOneCallPerWeight) {
   std::mt19937 rng(99);
   ThreadPool pool(2);
   const int64_t k = 256;
   std::vector<Tensor> ws;
-  const std::pair<DType, int64_t> shapes[] = {{DType::kF32, 37},
-                                              {DType::kBF16, 5},
-                                              {DType::kQ8_0, 9},
-                                              {DType::kQ4_K, 3},
-                                              {DType::kF16, 64}};
+  const std::pair<DType, int64_t> shapes[] = {
+      {DType::kF32, 37}, {DType::kBF16, 5},  {DType::kQ8_0, 9},
+      {DType::kQ4_K, 3}, {DType::kF16, 64},  {DType::kF32, 1},
+      {DType::kQ4_0, 6}, {DType::kBF16, 17}, {DType::kQ8_0, 2}};  // nine: the GEMV splits 8 + 1
   for (const auto& [t, n] : shapes) {
     const std::vector<float> src = random_vec(n * k, rng);
     if (is_quantized(t)) {

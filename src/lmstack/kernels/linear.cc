@@ -7,8 +7,8 @@
 // M (activations quantized to int8 on the fly) and the same blocked GEMM for larger M, whose
 // B packing dequantizes them.
 #include <algorithm>
+#include <array>
 #include <span>
-#include <vector>
 
 #include "lmstack/core/cpu_features.h"
 #include "lmstack/core/error.h"
@@ -41,9 +41,13 @@ WeightType weight_type(const Tensor& w) {
 // The GEMV regime of linear_many(): one parallel region over all outputs' rows, in units of
 // 4 rows so a thread's range starts on the float kernel's row blocks. x is quantized once
 // when any weight is block-quantized (all share K).
+// At most kMaxGemvOuts outputs (the caller splits longer lists), so the unit offsets live on
+// the stack: this runs several times per layer in every decode step.
+constexpr size_t kMaxGemvOuts = 8;
+
 void gemv_many(GemvFn* gemv, QuantGemvFn* quant_gemv, ThreadPool& pool, const float* x, int64_t m,
                std::span<const LinearOut> outs) {
-  std::vector<int64_t> first_unit(outs.size() + 1, 0);
+  std::array<int64_t, kMaxGemvOuts + 1> first_unit{};
   bool any_quantized = false;
   for (size_t i = 0; i < outs.size(); ++i) {
     first_unit[i + 1] = first_unit[i] + (outs[i].w->dim(0) + 3) / 4;
@@ -65,7 +69,7 @@ void gemv_many(GemvFn* gemv, QuantGemvFn* quant_gemv, ThreadPool& pool, const fl
         gemv(weight_type(*o.w), o.w->raw_data(), k, j0, j1, x, m, o.y, n, o.bias, o.accumulate);
     }
   };
-  pool.parallel_for(first_unit.back(), run_range, any_quantized ? 2 : 16);
+  pool.parallel_for(first_unit[outs.size()], run_range, any_quantized ? 2 : 16);
 }
 
 // int8_micro: the int8 prefill GEMM's microkernel (gemm_int8.h), null where the ISA has none.
@@ -78,7 +82,9 @@ void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, Int8MicroFn* int8_micro,
     LMSTACK_CHECK(o.w->dim(1) == k, "linear_many: weights of K {} and {}", k, o.w->dim(1));
   }
   if (m <= kGemvMaxRows && k > 0) {
-    gemv_many(gemv, quant_gemv, pool, x, m, outs);
+    for (size_t at = 0; at < outs.size(); at += kMaxGemvOuts)
+      gemv_many(gemv, quant_gemv, pool, x, m,
+                outs.subspan(at, std::min(kMaxGemvOuts, outs.size() - at)));
     return;
   }
   for (const LinearOut& o : outs) {
