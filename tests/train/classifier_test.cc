@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/grad_check.h"
 #include "lmstack/core/half.h"
 #include "lmstack/kernels/ops.h"
 #include "lmstack/train/backward/backward.h"
@@ -16,14 +17,6 @@
 
 namespace lmstack::train {
 namespace {
-
-std::vector<float> random_f32(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
-}
 
 std::vector<int32_t> random_targets(int64_t rows, int64_t vocab, uint32_t seed) {
   std::mt19937 gen(seed);
@@ -36,7 +29,7 @@ TEST(CrossEntropySoftmaxRows, MatchesScalarReference) {
   ThreadPool pool(2);
   for (const int64_t vocab : {1, 7, 16, 131, 8193}) {
     const int64_t rows = 9;
-    auto logits = random_f32(static_cast<size_t>(rows * vocab), 1, 8.0f);
+    auto logits = test::random_floats(static_cast<size_t>(rows * vocab), 1, -8.0f, 8.0f);
     const auto targets = random_targets(rows, vocab, 2);
     if (vocab > 1) {  // row 0: the target 200 below the max, p_y = e^-200 underflows a float
       logits[static_cast<size_t>(targets[0] == 0 ? 1 : 0)] = 150.0f;
@@ -76,8 +69,8 @@ double unfused(ThreadPool& pool, std::vector<float>& dx, std::vector<float>& dw,
 TEST(Classifier, FusedChunksMatchUnfusedHead) {
   ThreadPool pool(2);
   const int64_t rows = 37, dim = 19, vocab = 131;
-  const auto x = random_f32(static_cast<size_t>(rows * dim), 3);
-  const auto w32 = random_f32(static_cast<size_t>(vocab * dim), 4);
+  const auto x = test::random_floats(static_cast<size_t>(rows * dim), 3);
+  const auto w32 = test::random_floats(static_cast<size_t>(vocab * dim), 4);
   const auto targets = random_targets(rows, vocab, 5);
   for (const DType dt : {DType::kF32, DType::kBF16}) {
     Tensor w = Tensor::zeros({vocab, dim}, dt);
@@ -90,8 +83,8 @@ TEST(Classifier, FusedChunksMatchUnfusedHead) {
     }
     for (const int64_t chunk_rows : {int64_t{8}, int64_t{37}}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " chunk " + std::to_string(chunk_rows));
-      const auto dx0 = random_f32(static_cast<size_t>(rows * dim), 6);  // accumulated onto
-      const auto dw0 = random_f32(static_cast<size_t>(vocab * dim), 7);
+      const auto dx0 = test::random_floats(static_cast<size_t>(rows * dim), 6);  // accumulated onto
+      const auto dw0 = test::random_floats(static_cast<size_t>(vocab * dim), 7);
       auto want_dx = dx0, want_dw = dw0, got_dx = dx0, got_dw = dw0;
       std::vector<float> want_loss(static_cast<size_t>(rows)), got_loss(want_loss.size());
       std::vector<float> chunk(static_cast<size_t>(chunk_rows * vocab));
