@@ -4,7 +4,8 @@
 // (quant_gemv.h), so prefill and decode see the same x; the f32 path instead dequantizes the
 // weights and multiplies in f32 (gemm_driver.cc), which stays for Q6_K (16-element scales) and
 // for CPUs without VNNI, where vpmaddubsw + vpmaddwd + add (3 ops per 32 MACs) plus the per-
-// block scaling would not beat 8-lane FMAs.
+// block scaling leave little over 8-lane FMAs by instruction count (estimated, not measured:
+// no AVX2-only machine was at hand).
 //
 // Every supported type is written per 32-element block b of a weight row as unsigned codes
 // with one scale and one offset, w[32 b + i] = s_b * code_i + o_b (Q8_0: code = q + 128,

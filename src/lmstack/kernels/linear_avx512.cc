@@ -148,7 +148,7 @@ void gemv_block_all_rows(const void* w, int64_t k, int64_t j, const float* x, in
 // step), so each thread reads one sequential stream that the hardware prefetcher follows. The
 // 4-row blocks above interleave four streams a row apart, which pays for M > 1 (x reuse) but
 // at M = 1 measured 26.8 GB/s against 34.1 GB/s for this over smollm-135m's f32 matrices
-// (2 threads, Zen 4; docs/bench_peers.md).
+// (2 threads, Zen 4, one quiet round of a scratch benchmark; docs/bench_peers.md).
 template <WeightType WT>
 void gemv_rows_m1(const void* w, int64_t k, int64_t n_begin, int64_t n_end, const float* x,
                   float* y, const float* bias, bool accumulate) {
