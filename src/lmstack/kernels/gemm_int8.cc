@@ -117,15 +117,10 @@ void int8_micro_ref(const QuantizedRows& x, int64_t row0, int mr, const uint8_t*
 }
 
 void gemm_int8(Int8MicroFn* micro, ThreadPool& pool, float* y, const float* x, int64_t m, DType t,
-               const void* w, int64_t n, int64_t k, const float* bias, bool accumulate) {
+               const void* w, int64_t n, int64_t k, bool accumulate) {
   LMSTACK_CHECK(
       int8_gemm_supports(t) && k % 32 == 0 && k / 32 % (dtype_info(t).block_size / 32) == 0,
       "gemm_int8: unsupported weight {} with k {}", dtype_name(t), k);
-  if (bias) {  // fold the bias into y so the microkernel only adds
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t j = 0; j < n; ++j) y[r * n + j] = (accumulate ? y[r * n + j] : 0.0f) + bias[j];
-    accumulate = true;
-  }
   const QuantizedRows xq = quantize_activations(x, m, k);
   const int64_t panels = (n + kInt8PanelCols - 1) / kInt8PanelCols;
   pool.parallel_for(panels, [&](int64_t p0, int64_t p1) {

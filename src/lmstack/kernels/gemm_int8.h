@@ -52,9 +52,10 @@ class ThreadPool;
 
 namespace lmstack::kernels {
 
-// y[m, n] (+)= x[m, k] · wᵀ (+ bias) for a weight type int8_gemm_supports(), threads over
-// 16-column panels (each packed once, then run against all m rows).
+// y[m, n] (+)= x[m, k] · wᵀ for a weight type int8_gemm_supports() (linear() folds a bias
+// into y first, as for the f32 GEMM); threads over 16-column panels, each packed once and run
+// against all m rows.
 void gemm_int8(Int8MicroFn* micro, ThreadPool& pool, float* y, const float* x, int64_t m, DType t,
-               const void* w, int64_t n, int64_t k, const float* bias, bool accumulate);
+               const void* w, int64_t n, int64_t k, bool accumulate);
 
 }  // namespace lmstack::kernels

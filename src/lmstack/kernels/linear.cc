@@ -91,11 +91,6 @@ void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, Int8MicroFn* int8_micro,
     const int64_t n = o.w->dim(0);
     bool accumulate = o.accumulate;
     if (n <= 0) continue;
-    if (int8_micro && int8_gemm_supports(o.w->dtype())) {
-      gemm_int8(int8_micro, pool, o.y, x, m, o.w->dtype(), o.w->raw_data(), n, k, o.bias,
-                accumulate);
-      continue;
-    }
     if (o.bias || k == 0) {  // fold the bias into C so the microkernel only stores or adds
       for (int64_t r = 0; r < m; ++r)
         for (int64_t j = 0; j < n; ++j)
@@ -103,6 +98,10 @@ void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, Int8MicroFn* int8_micro,
       accumulate = true;
     }
     if (k == 0) continue;  // an empty product: y is the bias (or kept)
+    if (int8_micro && int8_gemm_supports(o.w->dtype())) {
+      gemm_int8(int8_micro, pool, o.y, x, m, o.w->dtype(), o.w->raw_data(), n, k, accumulate);
+      continue;
+    }
     gemm_blocked(pool, isa, m, n, k, 1.0f, x, k, false, weight_type(*o.w), o.w->raw_data(), k, true,
                  o.y, n, accumulate);
   }
