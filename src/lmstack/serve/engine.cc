@@ -115,11 +115,7 @@ void Engine::admit_incoming() {
       admit_imported(std::move(req));
       continue;
     }
-    const model::SamplingParams& p = req->request.params;
-    auto seq = std::make_unique<Sequence>(next_seq_id_++, req->request.prompt, p);
-    seq->request_id = req->id;
-    if (options_.make_detokenizer) seq->detokenize = options_.make_detokenizer();
-    if (req->request.make_constraint) seq->constraint = req->request.make_constraint();
+    auto seq = new_sequence(*req, req->request.prompt, req->request.params);
     scheduler_.add(seq.get());
     req->seqs.push_back(std::move(seq));
     requests_.emplace(req->id, std::move(req));
@@ -186,14 +182,23 @@ StepTimes Engine::run_plan(const StepPlan& plan) {
   return times;
 }
 
+std::unique_ptr<Sequence> Engine::new_sequence(const ActiveRequest& req,
+                                               std::vector<int32_t> tokens,
+                                               const model::SamplingParams& params) {
+  auto seq = std::make_unique<Sequence>(next_seq_id_++, std::move(tokens), params);
+  seq->request_id = req.id;
+  if (options_.make_detokenizer) seq->detokenize = options_.make_detokenizer();
+  if (req.request.make_constraint) seq->constraint = req.request.make_constraint();
+  return seq;
+}
+
 // The request's first sampled position: fork the other n - 1 choices, sharing every block
 // of the prompt (the last, partly filled one is copied on write later).
 void Engine::fork_choices(ActiveRequest& req, Sequence& parent) {
   for (int c = 1; c < req.request.n; ++c) {
     model::SamplingParams p = req.request.params;
     p.seed += static_cast<uint64_t>(c);
-    auto child = std::make_unique<Sequence>(next_seq_id_++, parent.tokens, p);
-    child->request_id = req.id;
+    auto child = new_sequence(req, parent.tokens, p);
     child->choice = c;
     child->num_computed = parent.num_computed;
     child->num_cached_prompt = parent.num_cached_prompt;
@@ -201,8 +206,6 @@ void Engine::fork_choices(ActiveRequest& req, Sequence& parent) {
     child->blocks = parent.blocks;
     for (int32_t b : child->blocks)
       if (b != kReleasedBlock) blocks_.add_ref(b);
-    if (options_.make_detokenizer) child->detokenize = options_.make_detokenizer();
-    if (req.request.make_constraint) child->constraint = req.request.make_constraint();
     scheduler_.add_running(child.get(), &parent);
     req.seqs.push_back(std::move(child));
   }

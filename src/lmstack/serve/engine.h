@@ -142,6 +142,9 @@ class Engine {
   void propose_drafts();
   void on_draft_logits(Sequence& seq, std::span<const float> logits, int num_draft);
   void fork_choices(ActiveRequest& req, Sequence& parent);
+  // A new sequence of `req` (choice 0 unless set after): its own detokenizer and constraint.
+  std::unique_ptr<Sequence> new_sequence(const ActiveRequest& req, std::vector<int32_t> tokens,
+                                         const model::SamplingParams& params);
   // engine_disagg.cc: prefill/decode disaggregation.
   void validate_disagg(const EngineRequest& r) const;
   void export_kv(ActiveRequest& req, Sequence& seq, const model::SampleResult& first);

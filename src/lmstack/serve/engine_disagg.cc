@@ -79,10 +79,7 @@ void Engine::export_kv(ActiveRequest& req, Sequence& seq, const model::SampleRes
 void Engine::admit_imported(std::unique_ptr<ActiveRequest> owned) {
   ActiveRequest& req = *owned;
   const KvHandoff& h = *req.request.kv_import;
-  auto seq = std::make_unique<Sequence>(next_seq_id_++, req.request.prompt, req.request.params);
-  seq->request_id = req.id;
-  if (options_.make_detokenizer) seq->detokenize = options_.make_detokenizer();
-  if (req.request.make_constraint) seq->constraint = req.request.make_constraint();
+  auto seq = new_sequence(req, req.request.prompt, req.request.params);
   Sequence& s = *seq;
   req.seqs.push_back(std::move(seq));
   requests_.emplace(req.id, std::move(owned));
