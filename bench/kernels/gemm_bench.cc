@@ -3,6 +3,7 @@
 // smollm-360m- and a tinyllama-1.1b-shaped bf16 model at M = 1 (weights >> LLC, so this
 // reads DRAM), reported as weight GB/s and % of the DRAM read bandwidth; one LLC-resident
 // matrix against the LLC bandwidth. Prefill: M = 512 GEMMs, GFLOP/s and % of the f32 peak.
+// Training: the backward products in f32 (GemmF32) and the bf16 products (GemmBf16).
 // Run: build/<dir>/bench/lmstack_kernels_bench --benchmark_filter='Decode|Gemv|Prefill'
 #include <benchmark/benchmark.h>
 
@@ -174,6 +175,32 @@ void BM_GemmF32(benchmark::State& state) {
 BENCHMARK(BM_GemmF32)
     ->Args({512, 2048, 5632, 0})
     ->Args({2048, 5632, 512, 1})
+    ->Args({4096, 256, 768, 0})  // the default model's bf16 training shapes, as below
+    ->Args({768, 256, 4096, 1})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// Training's products in bf16 (gemm_bf16, vdpbf16ps where the CPU has it), the default
+// model's MLP at batch 16 x seq 256: mode 0 forward y = x · Wᵀ (bf16 W [N, K]), mode 1
+// dX = dY · W (bf16 W [K, N]), mode 2 dW = dYᵀ · X (trans_a, f32 X).
+void BM_GemmBf16(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2), mode = state.range(3);
+  std::vector<float> a(static_cast<size_t>(m * k), 0.5f), b(static_cast<size_t>(k * n), 0.25f),
+      c(static_cast<size_t>(m * n));
+  const std::vector<uint16_t> b16(b.size(), f32_to_bf16(0.25f));
+  const void* bp = mode == 2 ? static_cast<const void*>(b.data()) : b16.data();
+  const DType bt = mode == 2 ? DType::kF32 : DType::kBF16;
+  for (auto _ : state)
+    gemm_bf16(pool(), mode == 2, mode == 0, m, n, k, 1.0f, a.data(), mode == 2 ? m : k, bp, bt,
+              mode == 0 ? k : n, 0.0f, c.data(), n);
+  const double flops = 2.0 * m * n * k * static_cast<double>(state.iterations());
+  state.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_GemmBf16)
+    ->Args({4096, 768, 256, 0})
+    ->Args({4096, 256, 768, 1})
+    ->Args({768, 256, 4096, 2})
+    ->Args({512, 2048, 5632, 1})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

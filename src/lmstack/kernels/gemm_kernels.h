@@ -90,4 +90,34 @@ void gemm_blocked(ThreadPool& pool, const GemmIsa& isa, int64_t m, int64_t n, in
                   float alpha, const float* a, int64_t lda, bool trans_a, WeightType bt,
                   const void* b, int64_t ldb, bool b_nt, float* c, int64_t ldc, bool add);
 
+// ---- bf16 GEMM (training in bf16 mixed precision; gemm_bf16.cc) --------------------------
+// The same loop nest on vdpbf16ps, which sums the products of one k pair per 32-bit lane.
+// Packed layouts hold pairs: one uint32_t per (row or column, k pair), step 2p in the low
+// 16 bits, 2p + 1 in the high; an odd k's last pair has a zero high half. A panel:
+// ap[p * MR + ii]; B panel: bp[p * NR + jj], ceil(kc / 2) pairs long. f32 operands are
+// rounded to bf16 (nearest even) by the packers, bf16 ones copied.
+// pack_a: as GemmIsa's (alpha applied before rounding). pack_b_nt / pack_b_nn: B stored
+// [N, K] / [K, N] of type bt (kF32 or kBF16), ceil(nc / NR) panels. micro: as GemmIsa's.
+struct GemmBf16Isa {
+  const char* name;
+  int mr, nr;
+  void (*pack_a)(const float* a, int64_t lda, bool trans, int rows, int64_t k, float alpha,
+                 uint32_t* ap);
+  void (*pack_b_nt)(WeightType bt, const void* b, int64_t ldb, int64_t n0, int64_t nc, int64_t k0,
+                    int64_t kc, uint32_t* bp);
+  void (*pack_b_nn)(WeightType bt, const void* b, int64_t ldb, int64_t n0, int64_t nc, int64_t k0,
+                    int64_t kc, uint32_t* bp);
+  void (*micro)(int64_t kc, const uint32_t* ap, const uint32_t* bp, float* c, int64_t ldc, int mr,
+                int nr, bool add);
+};
+
+// The AVX512_BF16 set (MR 14, NR 32); needs cpu_features().avx512_bf16.
+extern const GemmBf16Isa kGemmBf16IsaAvx512;
+
+// C[M, N] (+)= round(alpha * op(A)) * round(op(B)) in f32, as gemm_blocked with bf16-rounded
+// operands; bt is kF32 or kBF16 for either B layout.
+void gemm_blocked_bf16(ThreadPool& pool, const GemmBf16Isa& isa, int64_t m, int64_t n, int64_t k,
+                       float alpha, const float* a, int64_t lda, bool trans_a, WeightType bt,
+                       const void* b, int64_t ldb, bool b_nt, float* c, int64_t ldc, bool add);
+
 }  // namespace lmstack::kernels

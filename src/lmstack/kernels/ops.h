@@ -51,6 +51,21 @@ void gemm_f32(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n
               float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
               float* c, int64_t ldc);
 
+// The products of training in bf16 mixed precision (train/backward/linear.cc): gemm_f32's
+// contract, but alpha · op(A) and op(B) are rounded to bf16 (nearest even) and the products
+// summed in f32: PyTorch autocast's bf16 matmul, with C kept in f32. B is f32 or bf16
+// (b_dtype; ldb in its elements). With AVX512_BF16 this runs vdpbf16ps, about twice the f32
+// FMA rate; elsewhere rounded f32 copies go through gemm_f32 (same products; the summation
+// order differs). For bf16 training only: inference keeps f32 activations (linear()).
+void gemm_bf16(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+               float alpha, const float* a, int64_t lda, const void* b, DType b_dtype, int64_t ldb,
+               float beta, float* c, int64_t ldc);
+
+// linear() for bf16 training: y[M, N] = bf16(x) · bf16(w)ᵀ (+ bias) (+ y if accumulate), on
+// gemm_bf16; w is f32 or bf16 [N, K], bias f32, added in f32.
+void linear_bf16(ThreadPool& pool, float* y, const float* x, const Tensor& w, int64_t m,
+                 const float* bias = nullptr, bool accumulate = false);
+
 // ---- normalization -------------------------------------------------------------------
 
 // y[r, :] = x[r, :] / sqrt(mean(x[r, :]²) + eps) * weight   (Zhang & Sennrich 2019).

@@ -18,6 +18,10 @@ void linear(float* y, const float* x, const Tensor& w, int64_t m, const float* b
 void gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
               int64_t ldc);
+// gemm_bf16: each of alpha · op(A) and op(B) rounded to bf16 (nearest even), then as gemm_f32.
+void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+               const float* a, int64_t lda, const void* b, DType b_dtype, int64_t ldb, float beta,
+               float* c, int64_t ldc);
 
 // ---- norms, rope, activations, softmax, embedding, attention ------------------------------
 // (norm.cc, rope.cc, activation.cc, softmax.cc, embedding.cc, attention_ref.cc.) Hugging Face
