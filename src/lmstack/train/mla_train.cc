@@ -80,12 +80,12 @@ void rope(float* x, const MlaTrainLayer& l, const Dims& d, int64_t heads, int64_
 void queries_forward(ThreadPool& pool, MlaActs& a, const float* n1, const MlaTrainLayer& l,
                      const Dims& d) {
   if (d.qr > 0) {
-    kernels::linear(pool, fp(a.qa), n1, l.compute.mla->q_a, d.N);
+    linear_forward(pool, fp(a.qa), n1, l.compute.mla->q_a, d.N);
     rmsnorm_forward(fp(a.qan), fp(a.qa_rstd), fp(a.qa), l.master.mla->q_a_norm.data<float>(), d.N,
                     d.qr, model::kMlaLatentNormEps);
-    kernels::linear(pool, fp(a.q), fp(a.qan), l.compute.wq, d.N);
+    linear_forward(pool, fp(a.q), fp(a.qan), l.compute.wq, d.N);
   } else {
-    kernels::linear(pool, fp(a.q), n1, l.compute.wq, d.N);
+    linear_forward(pool, fp(a.q), n1, l.compute.wq, d.N);
   }
   rope(fp(a.q), l, d, d.H, d.qk, d.dn, false);
 }
@@ -94,13 +94,13 @@ void queries_forward(ThreadPool& pool, MlaActs& a, const float* n1, const MlaTra
 void keys_values_forward(ThreadPool& pool, MlaActs& a, MlaScratch& s, const float* n1,
                          const MlaTrainLayer& l, const Dims& d) {
   float* kv = fp(s.kv);
-  kernels::linear(pool, kv, n1, l.compute.mla->kv_a, d.N);
+  linear_forward(pool, kv, n1, l.compute.mla->kv_a, d.N);
   for (int64_t t = 0; t < d.N; ++t)
     std::memcpy(fp(a.c) + t * d.r, kv + t * d.cw, static_cast<size_t>(d.r) * sizeof(float));
   rmsnorm_forward(fp(a.cn), fp(a.c_rstd), fp(a.c), l.master.mla->kv_a_norm.data<float>(), d.N, d.r,
                   model::kMlaLatentNormEps);
   rope(kv, l, d, 1, d.cw, d.r, false);
-  kernels::linear(pool, fp(s.kvb), fp(a.cn), l.compute.mla->kv_b, d.N);
+  linear_forward(pool, fp(s.kvb), fp(a.cn), l.compute.mla->kv_b, d.N);
   zero(a.v);
   for (int64_t t = 0; t < d.N; ++t)
     for (int64_t h = 0; h < d.H; ++h) {

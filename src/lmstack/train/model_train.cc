@@ -247,7 +247,7 @@ void TrainModel::forward(const int32_t* inputs, int batch, int seq, bool logits)
     if (b.logits.size() == 0)
       b.logits = HostBuffer(static_cast<size_t>(n * c.vocab_size) * sizeof(float),
                             MemoryCategory::kActivations);
-    kernels::linear(pool_, fptr(b.logits), fptr(b.nf), compute_.lm_head, n);
+    train::linear_forward(pool_, fptr(b.logits), fptr(b.nf), compute_.lm_head, n);
   }
   hook(&TrainHooks::after_forward, head);
 }
@@ -327,11 +327,9 @@ double TrainModel::backward(const int32_t* inputs, const int32_t* targets, float
 double TrainModel::head_backward(const int32_t* targets, float grad_scale) {
   Buffers& b = *buf_;
   const Tensor& w = compute_.lm_head;
-  const float* w_f32 = w.dtype() == DType::kF32 ? w.data<float>() : fptr(b.weight_scratch);
-  if (w.dtype() != DType::kF32)  // dx reads the same rounded weight as the forward
-    convert_bf16_to_f32(w.data<uint16_t>(), fptr(b.weight_scratch), w.numel());
-  ClassifierArgs args;
-  args.x = fptr(b.nf), args.w = w, args.w_f32 = w_f32, args.targets = targets;
+  ClassifierArgs args;  // a bf16 w runs bf16 mixed precision (backward.h), reading w directly
+  args.x = fptr(b.nf), args.w = w, args.targets = targets;
+  if (w.dtype() == DType::kF32) args.w_f32 = w.data<float>();
   args.rows = static_cast<int64_t>(b.batch) * b.seq, args.grad_scale = grad_scale;
   args.chunk = fptr(b.logits_chunk);
   args.chunk_rows =

@@ -26,7 +26,9 @@ class MoeExpertRunner;  // train/moe_train.h
 struct TrainModelOptions {
   // kF32: compute on the f32 master weights (parity mode). kBF16: matmuls and embedding
   // lookups read bf16 copies of the matrices, refreshed by sync_compute_weights() after each
-  // optimizer step; activations, gradients and master weights stay f32.
+  // optimizer step; activations, gradients and master weights are stored f32, and each
+  // matmul rounds its activation / gradient operands to bf16 too (kernels::gemm_bf16, as
+  // PyTorch autocast; backward/backward.h).
   DType compute_dtype = DType::kF32;
   // true: keep only each layer's input and recompute the layer in the backward (Chen et al.
   // 2016, "full" recomputation): same losses and gradients, activations ~1/L.

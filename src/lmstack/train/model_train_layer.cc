@@ -181,7 +181,7 @@ void TrainModel::norm_backward(float* dx, const float* dy, const float* x, const
 
 void TrainModel::linear_forward(float* y, const float* x, const Tensor& w, const Tensor& b,
                                 int64_t rows, bool accumulate) {
-  kernels::linear(pool_, y, x, w, rows, ptr_or_null(b), accumulate);
+  train::linear_forward(pool_, y, x, w, rows, ptr_or_null(b), accumulate);
 }
 
 void TrainModel::linear_backward(float* dx, Tensor& dw, Tensor& db, const float* dy, const float* x,

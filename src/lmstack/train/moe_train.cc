@@ -34,10 +34,10 @@ size_t at(int64_t i) { return static_cast<size_t>(i); }
 void swiglu_forward(ThreadPool& pool, float* y, float* gate, float* up, float* act, const float* x,
                     int64_t n, const Tensor& wg, const Tensor& wu, const Tensor& wd) {
   const int64_t f = wg.dim(0);
-  kernels::linear(pool, gate, x, wg, n);
-  kernels::linear(pool, up, x, wu, n);
+  linear_forward(pool, gate, x, wg, n);
+  linear_forward(pool, up, x, wu, n);
   kernels::silu_mul(act, gate, up, n * f);
-  kernels::linear(pool, y, act, wd, n);
+  linear_forward(pool, y, act, wd, n);
 }
 
 // dx (written) and the three weight gradients (accumulated) of swiglu_forward; dact, dgate and
@@ -65,7 +65,7 @@ void shared_forward(ThreadPool& pool, float* out, const float* h, int64_t rows, 
     return;
   }
   // Qwen2-MoE: out += sigmoid(w_sg · h) · S(h), per row.
-  kernels::linear(pool, a.s_logit.data(), h, w.shared_expert_gate, rows);
+  linear_forward(pool, a.s_logit.data(), h, w.shared_expert_gate, rows);
   for (int64_t t = 0; t < rows; ++t) {
     const float g = sigmoid(a.s_logit[at(t)]);
     for (int64_t c = 0; c < C; ++c) out[t * C + c] += g * fp(a.s_y)[t * C + c];
@@ -261,7 +261,7 @@ void moe_mlp_forward(ThreadPool& pool, float* out, const float* h, int64_t rows,
   const model::MoeConfig& cfg = c.moe;
   const int64_t C = c.hidden_size;
   const int E = cfg.num_experts;
-  kernels::linear(pool, a.logits.data(), h, w.router, rows);
+  linear_forward(pool, a.logits.data(), h, w.router, rows);
   model::moe_route(cfg, a.logits.data(), rows,
                    w.score_bias.defined() ? w.score_bias.data<float>() : nullptr, a.routing);
   model::moe_group_by_expert(a.routing, E, a.offsets, a.order);

@@ -16,9 +16,18 @@
 namespace lmstack::train {
 
 // ---- linear: y[M, N] = x[M, K] · w[N, K]ᵀ + b[N] --------------------------------------
+// In training a bf16 weight is a compute copy (TrainModelOptions::compute_dtype kBF16), and
+// it selects bf16 mixed precision for the layer's three products: forward and backward run
+// kernels::gemm_bf16, whose operands (activations and gradients too) are rounded to bf16 and
+// summed in f32, as PyTorch autocast's bf16 matmuls. An f32 weight keeps every product f32.
+//
+// y[M, N] = x · wᵀ (+ b) (+ y if accumulate): kernels::linear_bf16 for a bf16 w, else
+// kernels::linear.
+void linear_forward(ThreadPool& pool, float* y, const float* x, const Tensor& w, int64_t m,
+                    const float* bias = nullptr, bool accumulate = false);
 // dx[M, K] += dy · w (skipped when dx is null); dw[N, K] += dyᵀ · x; db[N] += Σ_rows dy
-// (skipped when db is null). w may be f32 or bf16 (bf16 is widened into `scratch`, which
-// must hold N·K floats, or may be null for f32 weights).
+// (skipped when db is null). w may be f32 or bf16 (see above). `scratch` is no longer read
+// (bf16 weights once were widened into it); it may be null.
 void linear_backward(ThreadPool& pool, float* dx, float* dw, float* db, const float* dy,
                      const float* x, const Tensor& w, int64_t m, float* scratch);
 
@@ -96,7 +105,7 @@ double cross_entropy_softmax_rows(ThreadPool& pool, float* logits, float* losses
 struct ClassifierArgs {
   const float* x = nullptr;          // [rows, C]: the final norm's output
   Tensor w;                          // [V, C] lm_head as the forward reads it (f32 or bf16)
-  const float* w_f32 = nullptr;      // [V, C]: the same weight in f32 (for dx)
+  const float* w_f32 = nullptr;      // [V, C]: w in f32 (dx of an f32 w; unread for bf16)
   const int32_t* targets = nullptr;  // [rows]
   int64_t rows = 0;
   float grad_scale = 1.0f;

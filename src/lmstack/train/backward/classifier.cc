@@ -69,12 +69,19 @@ double classifier_forward_backward(ThreadPool& pool, float* dx, float* dw, float
   for (int64_t r0 = 0; r0 < a.rows; r0 += a.chunk_rows) {
     const int64_t m = std::min(a.chunk_rows, a.rows - r0);
     const float* x = a.x + r0 * c;
-    kernels::linear(pool, a.chunk, x, a.w, m);
+    linear_forward(pool, a.chunk, x, a.w, m);
     total +=
         cross_entropy_softmax_rows(pool, a.chunk, losses + r0, a.targets + r0, m, v, a.grad_scale);
-    kernels::gemm_f32(pool, false, false, m, c, v, 1.0f, a.chunk, v, a.w_f32, c, 1.0f, dx + r0 * c,
-                      c);
-    kernels::gemm_f32(pool, true, false, v, c, m, 1.0f, a.chunk, v, x, c, 1.0f, dw, c);
+    if (a.w.dtype() == DType::kBF16) {  // bf16 mixed precision, as linear_backward
+      kernels::gemm_bf16(pool, false, false, m, c, v, 1.0f, a.chunk, v, a.w.raw_data(),
+                         DType::kBF16, c, 1.0f, dx + r0 * c, c);
+      kernels::gemm_bf16(pool, true, false, v, c, m, 1.0f, a.chunk, v, x, DType::kF32, c, 1.0f, dw,
+                         c);
+    } else {
+      kernels::gemm_f32(pool, false, false, m, c, v, 1.0f, a.chunk, v, a.w_f32, c, 1.0f,
+                        dx + r0 * c, c);
+      kernels::gemm_f32(pool, true, false, v, c, m, 1.0f, a.chunk, v, x, c, 1.0f, dw, c);
+    }
   }
   return total;
 }
