@@ -181,8 +181,8 @@ BENCHMARK(BM_GemmF32)
     ->Unit(benchmark::kMillisecond);
 
 // Training's products in bf16 (gemm_bf16, vdpbf16ps where the CPU has it), the default
-// model's MLP at batch 16 x seq 256: mode 0 forward y = x · Wᵀ (bf16 W [N, K]), mode 1
-// dX = dY · W (bf16 W [K, N]), mode 2 dW = dYᵀ · X (trans_a, f32 X).
+// model's MLP at batch 16 x seq 256 and its lm_head: mode 0 forward y = x · Wᵀ (bf16 W [N, K]),
+// mode 1 dX = dY · W (bf16 W [K, N]), mode 2 dW = dYᵀ · X (trans_a, f32 X).
 void BM_GemmBf16(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2), mode = state.range(3);
   std::vector<float> a(static_cast<size_t>(m * k), 0.5f), b(static_cast<size_t>(k * n), 0.25f),
@@ -200,6 +200,9 @@ BENCHMARK(BM_GemmBf16)
     ->Args({4096, 768, 256, 0})
     ->Args({4096, 256, 768, 1})
     ->Args({768, 256, 4096, 2})
+    ->Args({512, 8192, 256, 0})  // the tied lm_head over one 512-row classifier chunk
+    ->Args({512, 256, 8192, 1})
+    ->Args({8192, 256, 512, 2})
     ->Args({512, 2048, 5632, 1})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);

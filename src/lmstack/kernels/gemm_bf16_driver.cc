@@ -4,7 +4,8 @@
 // op(A) is packed (rounded to bf16) once per call; each thread then packs its NC x KC blocks
 // of B and sweeps the microkernel. KC = 768 k steps: a pair is 4 bytes, so the 14 x 768 A
 // panel (21 KiB, L1) and the 768 x 512 B block (768 KiB, L2) take the bytes of the f32
-// driver's KC = 384 blocks.
+// driver's KC = 384 blocks; 768 beat 384 by 8-15% on the default model's dX (K 768) and
+// lm_head dW (K 512) products (BM_GemmBf16, 1 thread, CPU time, two runs each).
 #include <algorithm>
 #include <cstdint>
 #include <vector>
