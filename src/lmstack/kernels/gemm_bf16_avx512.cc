@@ -1,4 +1,4 @@
-// AVX512_BF16 pieces of the bf16 GEMM (driver: gemm_bf16.cc): packers that round f32 (or
+// AVX512_BF16 pieces of the bf16 GEMM (driver: gemm_bf16_driver.cc): packers that round f32 (or
 // copy bf16) operands into k-pair panels and the 14 x 32 microkernel on vdpbf16ps
 // (_mm512_dpbf16_ps), which multiplies each 32-bit lane's pair of bf16 from A and from B and
 // adds both products to an f32 lane: twice the f32 FMA's flops per instruction, so on Zen 4
