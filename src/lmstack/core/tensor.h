@@ -81,6 +81,9 @@ class Tensor {
   Tensor slice(int64_t begin, int64_t end) const;
   // Same storage, new shape with the same element count.
   Tensor reshape(const Shape& shape) const;
+  // Same storage and first byte, read as `dtype` with `shape`, which must fit in this tensor's
+  // bytes (a typed view into a byte arena; see kernels/quant_repack.h).
+  Tensor view(DType dtype, const Shape& shape) const;
   // A deep copy into new (writable) storage.
   Tensor clone(MemoryCategory category = MemoryCategory::kActivations) const;
 
