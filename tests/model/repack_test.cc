@@ -1,5 +1,6 @@
 // repack_for_decode (model/repack.h) on the Qwen2 Q4_0 GGUF golden (bias on q/k/v, tied
-// embeddings): the q4_0 matrices become q4_0x16 and the embedding stays; prefill (M > 16: the
+// embeddings): the q4_0 matrices become q4_0x16, a q4_0 embedding with them (still tied, so the
+// lookup reads the repacked rows); prefill (M > 16: the
 // GEMM reads the repacked rows through a plain copy) gives bit-identical logits; decode one
 // token at a time and three sequences at once (the q4_0x16 GEMV) gives the same logits up to
 // float summation order, hence the same greedy tokens.
@@ -8,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <utility>
 
 #include "gguf_test_util.h"
 #include "lmstack/model/gguf_model.h"
@@ -57,10 +59,12 @@ TEST(Repack, Q4_0ModelGivesTheSameLogitsRepacked) {
   ThreadPool pool(2);
   const RepackStats st = repack_for_decode(packed, pool);
   const LayerWeights& l = packed.layers[0];
-  EXPECT_EQ(st.tensors, 7);  // q, k, v, o, gate, up, down; the tied lm_head is the embedding
+  const bool q4_embed = plain.weights.embed.dtype() == DType::kQ4_0;
+  EXPECT_EQ(st.tensors, 7 + q4_embed);  // q, k, v, o, gate, up, down (+ the tied embedding)
   for (const Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
     EXPECT_EQ(t->dtype(), DType::kQ4_0x16);
-  EXPECT_EQ(packed.embed.dtype(), plain.weights.embed.dtype());
+  EXPECT_EQ(packed.embed.dtype(), q4_embed ? DType::kQ4_0x16 : plain.weights.embed.dtype());
+  EXPECT_EQ(std::as_const(packed).lm_head.raw_data(), std::as_const(packed).embed.raw_data());
   EXPECT_EQ(packed.bytes(), plain.weights.bytes());
 
   const ModelConfig& c = plain.config;

@@ -10,6 +10,10 @@ namespace {
 
 constexpr int64_t kAlign = 64;  // each matrix starts on a cache line
 
+bool tied(const ModelWeights& w) {  // const raw_data(): the tensors may be read-only mappings
+  return w.lm_head.defined() && w.lm_head.raw_data() == w.embed.raw_data();
+}
+
 std::vector<Tensor*> repackable(ModelWeights& w) {
   std::vector<Tensor*> out;
   const auto add = [&](Tensor& t) {
@@ -26,8 +30,8 @@ std::vector<Tensor*> repackable(ModelWeights& w) {
     add(l.w_up);
     add(l.w_down);
   }
-  const ModelWeights& cw = w;  // const raw_data(): the tensors may be read-only mappings
-  if (cw.lm_head.defined() && cw.lm_head.raw_data() != cw.embed.raw_data()) add(w.lm_head);
+  // A tied lm_head is the embedding: repacked once (the embedding lookup reads q4_0x16 rows).
+  add(tied(w) ? w.embed : w.lm_head);
   return out;
 }
 
@@ -51,7 +55,9 @@ RepackStats repack_for_decode(ModelWeights& weights, ThreadPool& pool) {
       packed[u] = kernels::repack_q4_0x16(*todo[u], dst);
     }
   });
+  const bool was_tied = tied(weights);
   for (size_t i = 0; i < todo.size(); ++i) *todo[i] = packed[i];
+  if (was_tied) weights.lm_head = weights.embed;
   stats.tensors = static_cast<int>(todo.size());
   return stats;
 }
