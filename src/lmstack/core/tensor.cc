@@ -82,6 +82,10 @@ Tensor Tensor::from_f32(const Shape& shape, const std::vector<float>& values,
 
 bool Tensor::is_mapped() const { return storage_ && storage_->mapped != nullptr; }
 
+void Tensor::drop_mapped_pages() const {
+  if (is_mapped()) storage_->mapped->drop_pages(offset_, static_cast<size_t>(nbytes()));
+}
+
 int64_t Tensor::row_bytes() const {
   LMSTACK_CHECK(rank() >= 1, "row_bytes of a scalar");
   return shape_[0] == 0 ? 0 : nbytes() / shape_[0];

@@ -56,7 +56,10 @@ RepackStats repack_for_decode(ModelWeights& weights, ThreadPool& pool) {
     }
   });
   const bool was_tied = tied(weights);
-  for (size_t i = 0; i < todo.size(); ++i) *todo[i] = packed[i];
+  for (size_t i = 0; i < todo.size(); ++i) {
+    todo[i]->drop_mapped_pages();  // read once to repack: out of the resident set
+    *todo[i] = packed[i];
+  }
   if (was_tied) weights.lm_head = weights.embed;
   stats.tensors = static_cast<int>(todo.size());
   return stats;

@@ -3,8 +3,9 @@
 // with its q4_0x16 copy (kernels/quant_repack.h: 16 rows interleaved so the decode
 // GEMV runs one row per SIMD lane). All copies live in one arena, on transparent huge pages
 // (core/memory.h: one TLB entry per 2 MiB instead of per 4 KiB, where the mapped file has 4 KiB
-// pages), and replace the mapped views: the weights take no more anonymous memory than the
-// matrices themselves. Values do not change; only the GEMV's float summation order does.
+// pages), and replace the mapped views, whose file pages are then dropped from the resident set
+// (the file stays mapped for the other tensors, and the memory ledger still counts all of it).
+// Values do not change; only the GEMV's float summation order does.
 //
 // Call it after any slicing (tensor parallelism) and before building a Decoder. Training,
 // quantize and the writers want the file's layout: they never call it. Not repacked: MoE
