@@ -18,6 +18,7 @@
 #include "lmstack/core/thread_pool.h"
 #include "lmstack/kernels/ops.h"
 #include "lmstack/kernels/quant.h"
+#include "lmstack/kernels/quant_repack.h"
 
 namespace lmstack::kernels {
 namespace {
@@ -35,8 +36,13 @@ double dram_gbs() {
   return gbs;
 }
 
-// A [n, k] weight of dtype t from normal random values (bf16 and quant types).
+// A [n, k] weight of dtype t from normal random values (bf16 and quant types; q4_0x16 is q4_0
+// repacked as model/repack.h does at load).
 Tensor random_weight(int64_t n, int64_t k, DType t) {
+  if (t == DType::kQ4_0x16) {
+    const Tensor plain = random_weight(n, k, DType::kQ4_0);
+    return repack_q4_0x16(plain, Tensor::zeros(Shape{plain.nbytes()}, DType::kI8));
+  }
   std::mt19937 rng(static_cast<uint32_t>(n * 31 + k));
   std::normal_distribution<float> normal(0.0f, 0.02f);
   std::vector<float> w(static_cast<size_t>(n * k));
@@ -104,10 +110,11 @@ void BM_QuantDecodeStep(benchmark::State& state) {
 
 void DecodeArgs(benchmark::internal::Benchmark* b) {
   for (int which : {0, 1})
-    for (DType t : {DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K,
-                    DType::kInt4G32, DType::kInt4G128})
+    for (DType t : {DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_0x16, DType::kQ4_K,
+                    DType::kQ6_K, DType::kInt4G32, DType::kInt4G128})
       b->Args({which, static_cast<int>(t), 1});
   b->Args({1, static_cast<int>(DType::kQ4_0), 4});
+  b->Args({1, static_cast<int>(DType::kQ4_0x16), 4});
 }
 BENCHMARK(BM_QuantDecodeStep)->Apply(DecodeArgs)->UseRealTime()->Unit(benchmark::kMillisecond);
 
@@ -126,10 +133,11 @@ void BM_QuantGemvL2(benchmark::State& state) {
   state.SetLabel(std::string(dtype_name(t)));
 }
 void GemvArgs(benchmark::internal::Benchmark* b) {
-  for (DType t : {DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K,
-                  DType::kInt4G32, DType::kInt4G128})
+  for (DType t : {DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_0x16, DType::kQ4_K,
+                  DType::kQ6_K, DType::kInt4G32, DType::kInt4G128})
     b->Args({static_cast<int>(t), 1});
   b->Args({static_cast<int>(DType::kQ4_0), 4});
+  b->Args({static_cast<int>(DType::kQ4_0x16), 4});
   b->Args({static_cast<int>(DType::kQ8_0), 4});
 }
 BENCHMARK(BM_QuantGemvL2)->Apply(GemvArgs);

@@ -50,6 +50,7 @@ BenchSetup make_setup(const BenchModelOptions& o, int tokens_per_seq) {
   if (tokens_per_seq > c.max_position)
     throw_error<RequestError>("--ctx {} exceeds the model's {} positions", tokens_per_seq,
                               c.max_position);
+  repack_for_decode(b.session, *b.pool);
   b.decoder = std::make_unique<model::Decoder>(c, b.session.model.weights, *b.pool);
   b.blocks_per_seq = (tokens_per_seq + b.block_size - 1) / b.block_size;
   b.cache = std::make_unique<model::KvCache>(c, int64_t{b.blocks_per_seq} * o.batch, b.block_size,

@@ -43,6 +43,7 @@ int run_chat(ChatOptions o) {
   const auto tmpl =
       tokenizer::ChatTemplate::parse(tokenizer::chat_template_for(s.tokenizer, false));
   ThreadPool pool(o.threads);
+  repack_for_decode(s, pool);
   o.ctx = std::min(o.ctx, s.model.config.max_position);
   model::Generator gen(s.model.config, s.model.weights, pool, o.ctx, 16,
                        model::parse_kv_dtype(o.kv_dtype));

@@ -44,6 +44,7 @@ int run_generate(const GenerateOptions& o) {
   ModelSession s = load_session(o.model);
   const TpSession tp = enter_tensor_parallel(s, o.tp);
   ThreadPool pool(o.threads);
+  repack_for_decode(s, pool);
   const std::vector<int32_t> prompt = encode_prompt(s, o.prompt, o.chat);
   const int ctx = o.ctx > 0 ? o.ctx : static_cast<int>(prompt.size()) + o.sampling.max_tokens;
   model::Generator gen(s.model.config, s.model.weights, pool, ctx, 16,

@@ -52,6 +52,7 @@ int run_perplexity(const PerplexityOptions& o) {
   const std::vector<int32_t> ids = s.tokenizer.encode(text, tokenizer::SpecialMode::kAsText);
   if (ids.size() < 2) throw_error<RequestError>("{}: fewer than 2 tokens", o.file);
   ThreadPool pool(o.threads);
+  repack_for_decode(s, pool);
   const int block_size = 16;
   model::Decoder dec(s.model.config, s.model.weights, pool);
   // Every window's attention reads its K/V back from the cache, so the score reflects the

@@ -372,6 +372,7 @@ int run_serve(const ServeOptions& o) {
   ModelSession s = load_session(o.model);
   const TpSession tp = enter_tensor_parallel(s, o.tp);
   ThreadPool pool(o.threads);
+  repack_for_decode(s, pool);
   serve::EngineOptions eo = engine_options(o, s);
   std::optional<ModelSession> draft;  // --draft-model: outlives the engine
   eo.spec = spec_options(o.spec, draft);

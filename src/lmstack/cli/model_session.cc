@@ -16,6 +16,7 @@
 #include "lmstack/model/kv_cache.h"
 #include "lmstack/model/mla.h"
 #include "lmstack/model/moe.h"
+#include "lmstack/model/repack.h"
 #include "lmstack/tokenizer/chat_template.h"
 
 namespace lmstack::cli {
@@ -59,6 +60,14 @@ ModelSession load_session(const std::string& dir_arg) {
   std::sort(s.eos_ids.begin(), s.eos_ids.end());
   s.eos_ids.erase(std::unique(s.eos_ids.begin(), s.eos_ids.end()), s.eos_ids.end());
   return s;
+}
+
+void repack_for_decode(ModelSession& s, ThreadPool& pool) {
+  const char* env = std::getenv("LMSTACK_REPACK");
+  if (env && std::string(env) == "0") return;
+  const model::RepackStats st = model::repack_for_decode(s.model.weights, pool);
+  if (st.tensors > 0)
+    log_debug("repacked {} q4_0 matrices ({} MiB) for the decode GEMV", st.tensors, st.bytes >> 20);
 }
 
 std::vector<int32_t> encode_prompt(const ModelSession& s, const std::string& text, bool chat) {

@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "lmstack/core/machine_probe.h"
+#include "lmstack/core/thread_pool.h"
 #include "lmstack/model/model_dir.h"
 #include "lmstack/tokenizer/tokenizer.h"
 
@@ -26,6 +27,11 @@ struct ModelSession {
 std::string default_model_dir();
 // Loads DIR (or the default model when DIR is empty; RequestError if there is none).
 ModelSession load_session(const std::string& dir);
+
+// Repacks the session's q4_0 matrices for the decode GEMV (model/repack.h), after any tensor
+// parallel slicing and before a Decoder is built. LMSTACK_REPACK=0 in the environment keeps the
+// file's layout (to compare the two).
+void repack_for_decode(ModelSession& s, ThreadPool& pool);
 
 // Prompt tokens for `text`: through the chat template as one user message when `chat`
 // (ConfigError if the model has no template), with BOS prepended when the tokenizer asks.

@@ -25,6 +25,10 @@ enum class DType : uint8_t {
   kInt4G32,   // "int4_g32": 20 bytes per 32 elements (5.0 bits per weight)
   kInt4G64,   // "int4_g64": 36 bytes per 64 (4.5)
   kInt4G128,  // "int4_g128": 68 bytes per 128 (4.25)
+  // Q4_0 with rows interleaved in groups of 16 for the decode GEMV (layout in
+  // kernels/quant_blocks.h). Made only at load time by kernels/quant_repack.h from a kQ4_0
+  // tensor, never read from or written to a file; the same bytes as Q4_0 (18 per 32).
+  kQ4_0x16,
   kCount
 };
 inline constexpr int kNumDTypes = static_cast<int>(DType::kCount);

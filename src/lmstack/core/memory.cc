@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -129,6 +130,14 @@ MappedFile::MappedFile(const std::string& path, MemoryCategory category)
     ledger().mapped[static_cast<int>(category_)].fetch_add(static_cast<int64_t>(bytes_));
   }
   ::close(fd);
+}
+
+void MappedFile::drop_pages(size_t offset, size_t bytes) const {
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t begin = (offset + page - 1) / page * page;
+  const size_t end = std::min(offset + bytes, bytes_) / page * page;
+  if (data_ && begin < end)  // advice: failure is harmless
+    ::madvise(const_cast<uint8_t*>(data_) + begin, end - begin, MADV_DONTNEED);
 }
 
 MappedFile::~MappedFile() { release(); }

@@ -81,6 +81,9 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return bytes_; }
   const std::string& path() const { return path_; }
+  // Advice: the pages wholly inside [offset, offset + bytes) are not needed now (they leave
+  // the process's resident set; a later read faults them back in from the file).
+  void drop_pages(size_t offset, size_t bytes) const;
 
  private:
   void release();

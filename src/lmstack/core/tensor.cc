@@ -82,6 +82,10 @@ Tensor Tensor::from_f32(const Shape& shape, const std::vector<float>& values,
 
 bool Tensor::is_mapped() const { return storage_ && storage_->mapped != nullptr; }
 
+void Tensor::drop_mapped_pages() const {
+  if (is_mapped()) storage_->mapped->drop_pages(offset_, static_cast<size_t>(nbytes()));
+}
+
 int64_t Tensor::row_bytes() const {
   LMSTACK_CHECK(rank() >= 1, "row_bytes of a scalar");
   return shape_[0] == 0 ? 0 : nbytes() / shape_[0];
@@ -101,6 +105,9 @@ const void* Tensor::raw_data() const {
 Tensor Tensor::slice(int64_t begin, int64_t end) const {
   LMSTACK_CHECK(rank() >= 1 && 0 <= begin && begin <= end && end <= shape_[0],
                 "slice [{}, {}) of {}", begin, end, shape_.str());
+  // Its rows are interleaved in groups whose placement depends on the row count.
+  LMSTACK_CHECK(dtype_ != DType::kQ4_0x16 || (begin == 0 && end == shape_[0]),
+                "slice [{}, {}) of a q4_0x16 tensor {}", begin, end, shape_.str());
   Tensor t = *this;
   std::vector<int64_t> dims = shape_.to_vector();
   dims[0] = end - begin;
@@ -113,6 +120,15 @@ Tensor Tensor::reshape(const Shape& shape) const {
   LMSTACK_CHECK(shape.numel() == numel(), "reshape {} -> {}", shape_.str(), shape.str());
   Tensor t = *this;
   t.shape_ = shape;
+  return t;
+}
+
+Tensor Tensor::view(DType dtype, const Shape& shape) const {
+  LMSTACK_CHECK(dtype_bytes(dtype, shape.numel()) <= nbytes(), "view {} {} of {} bytes",
+                dtype_name(dtype), shape.str(), nbytes());
+  Tensor t = *this;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
   return t;
 }
 

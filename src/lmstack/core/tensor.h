@@ -81,6 +81,12 @@ class Tensor {
   Tensor slice(int64_t begin, int64_t end) const;
   // Same storage, new shape with the same element count.
   Tensor reshape(const Shape& shape) const;
+  // Same storage and first byte, read as `dtype` with `shape`, which must fit in this tensor's
+  // bytes (a typed view into a byte arena; see kernels/quant_repack.h).
+  Tensor view(DType dtype, const Shape& shape) const;
+  // For a view of a mapped file: MappedFile::drop_pages over this tensor's bytes (when it has
+  // been copied and the mapping is kept for other tensors). No-op for owned storage.
+  void drop_mapped_pages() const;
   // A deep copy into new (writable) storage.
   Tensor clone(MemoryCategory category = MemoryCategory::kActivations) const;
 

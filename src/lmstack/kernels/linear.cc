@@ -5,10 +5,12 @@
 // bf16/f16 weights to f32 panels once per call and runs an f32 FMA microkernel.
 // Block-quantized weights (quant.h) take the integer GEMV of quant_gemv.h for decode-sized
 // M (activations quantized to int8 on the fly) and the same blocked GEMM for larger M, whose
-// B packing dequantizes them.
+// B packing dequantizes them. Q4_0 repacked at load time (q4_0x16, quant_repack.h) has its own
+// GEMV; the GEMMs read it through a plain-Q4_0 copy made per call (plain_q4_0 below).
 #include <algorithm>
 #include <array>
 #include <span>
+#include <vector>
 
 #include "lmstack/core/cpu_features.h"
 #include "lmstack/core/error.h"
@@ -18,6 +20,7 @@
 #include "lmstack/kernels/ops.h"
 #include "lmstack/kernels/ops_ref.h"
 #include "lmstack/kernels/quant_gemv.h"
+#include "lmstack/kernels/quant_repack.h"
 
 namespace lmstack::kernels {
 namespace {
@@ -32,6 +35,7 @@ using GemvFn = void(WeightType, const void*, int64_t, int64_t, int64_t, const fl
 
 WeightType weight_type(const Tensor& w) {
   LMSTACK_CHECK(w.rank() == 2, "linear: weight must be 2-D, got {}", w.shape().str());
+  if (w.dtype() == DType::kQ4_0x16) return WeightType::kQ4_0;  // read as Q4_0 by the GEMMs
   for (int i = 0; i < kNumWeightTypes; ++i)
     if (kWeightTypeDType[i] == w.dtype()) return static_cast<WeightType>(i);
   LMSTACK_CHECK(false, "linear: unsupported weight dtype {}", dtype_name(w.dtype()));
@@ -39,8 +43,9 @@ WeightType weight_type(const Tensor& w) {
 }
 
 // The GEMV regime of linear_many(): one parallel region over all outputs' rows, in units of
-// 4 rows so a thread's range starts on the float kernel's row blocks. x is quantized once
-// when any weight is block-quantized (all share K).
+// 4 rows so a thread's range starts on the float kernel's row blocks (16 when a weight is
+// q4_0x16, its row groups). x is quantized once when any weight is block-quantized (all share
+// K).
 // At most kMaxGemvOuts outputs (the caller splits longer lists), so the unit offsets live on
 // the stack: this runs several times per layer in every decode step.
 constexpr size_t kMaxGemvOuts = 8;
@@ -49,10 +54,13 @@ void gemv_many(GemvFn* gemv, QuantGemvFn* quant_gemv, ThreadPool& pool, const fl
                std::span<const LinearOut> outs) {
   std::array<int64_t, kMaxGemvOuts + 1> first_unit{};
   bool any_quantized = false;
-  for (size_t i = 0; i < outs.size(); ++i) {
-    first_unit[i + 1] = first_unit[i] + (outs[i].w->dim(0) + 3) / 4;
-    any_quantized |= is_quantized(outs[i].w->dtype());
+  int64_t unit = 4;
+  for (const LinearOut& o : outs) {
+    any_quantized |= is_quantized(o.w->dtype());
+    if (o.w->dtype() == DType::kQ4_0x16) unit = 16;
   }
+  for (size_t i = 0; i < outs.size(); ++i)
+    first_unit[i + 1] = first_unit[i] + (outs[i].w->dim(0) + unit - 1) / unit;
   const int64_t k = outs[0].w->dim(1);
   const QuantizedRows xq = any_quantized ? quantize_activations(x, m, k) : QuantizedRows{};
   const auto run_range = [&](int64_t u0, int64_t u1) {
@@ -62,14 +70,34 @@ void gemv_many(GemvFn* gemv, QuantGemvFn* quant_gemv, ThreadPool& pool, const fl
       if (b0 >= b1) continue;
       const LinearOut& o = outs[i];
       const int64_t n = o.w->dim(0);
-      const int64_t j0 = b0 * 4, j1 = std::min(n, b1 * 4);
+      const int64_t j0 = b0 * unit, j1 = std::min(n, b1 * unit);
       if (is_quantized(o.w->dtype()))
-        quant_gemv(o.w->dtype(), o.w->raw_data(), j0, j1, xq, m, o.y, n, o.bias, o.accumulate);
+        quant_gemv(o.w->dtype(), o.w->raw_data(), n, j0, j1, xq, m, o.y, n, o.bias, o.accumulate);
       else
         gemv(weight_type(*o.w), o.w->raw_data(), k, j0, j1, x, m, o.y, n, o.bias, o.accumulate);
     }
   };
-  pool.parallel_for(first_unit[outs.size()], run_range, any_quantized ? 2 : 16);
+  pool.parallel_for(first_unit[outs.size()], run_range,
+                    any_quantized ? std::max<int64_t>(1, 8 / unit) : 16);
+}
+
+// The GEMMs' view of a weight: q4_0x16 copied back to plain Q4_0 rows into a per-thread scratch
+// (its bytes once per call, against the GEMM's m * n * k work); other types as they are.
+struct GemmWeight {
+  DType dtype;
+  const void* data;
+};
+GemmWeight plain_q4_0(ThreadPool& pool, const Tensor& w) {
+  if (w.dtype() != DType::kQ4_0x16) return {w.dtype(), w.raw_data()};
+  thread_local std::vector<uint8_t> scratch;
+  scratch.resize(static_cast<size_t>(w.nbytes()));
+  const int64_t n = w.dim(0), k = w.dim(1), row_bytes = w.row_bytes();
+  const auto* packed = static_cast<const uint8_t*>(w.raw_data());
+  uint8_t* out = scratch.data();
+  pool.parallel_for(n, [&](int64_t r0, int64_t r1) {
+    q4_0x16_rows_to_q4_0(packed, n, k, r0, r1, out + r0 * row_bytes);
+  });
+  return {DType::kQ4_0, out};
 }
 
 // int8_micro: the int8 prefill GEMM's microkernel (gemm_int8.h), null where the ISA has none.
@@ -98,12 +126,13 @@ void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, Int8MicroFn* int8_micro,
       accumulate = true;
     }
     if (k == 0) continue;  // an empty product: y is the bias (or kept)
-    if (int8_micro && int8_gemm_supports(o.w->dtype())) {
-      gemm_int8(int8_micro, pool, o.y, x, m, o.w->dtype(), o.w->raw_data(), n, k, accumulate);
+    const GemmWeight gw = plain_q4_0(pool, *o.w);
+    if (int8_micro && int8_gemm_supports(gw.dtype)) {
+      gemm_int8(int8_micro, pool, o.y, x, m, gw.dtype, gw.data, n, k, accumulate);
       continue;
     }
-    gemm_blocked(pool, isa, m, n, k, 1.0f, x, k, false, weight_type(*o.w), o.w->raw_data(), k, true,
-                 o.y, n, accumulate);
+    gemm_blocked(pool, isa, m, n, k, 1.0f, x, k, false, weight_type(*o.w), gw.data, k, true, o.y, n,
+                 accumulate);
   }
 }
 

@@ -10,12 +10,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "lmstack/core/error.h"
 #include "lmstack/core/half.h"
 #include "lmstack/kernels/quant.h"
 #include "lmstack/kernels/quant_blocks.h"
 #include "lmstack/kernels/quant_ref.h"
+#include "lmstack/kernels/quant_repack.h"
 
 namespace lmstack::kernels {
 namespace qref {
@@ -145,7 +147,9 @@ constexpr Codec kCodecs[] = {
      [](const float* x, uint8_t* d, int64_t n) { qref::quantize_int4(128, x, d, n); },
      [](const uint8_t* s, float* y, int64_t n) { qref::dequantize_int4(128, s, y, n); }},
 };
-static_assert(std::size(kCodecs) == static_cast<size_t>(kNumDTypes) - 5,
+// Not counted: the 5 plain types and q4_0x16, a layout of Q4_0 (quant_repack.h) with no rows
+// of its own to code.
+static_assert(std::size(kCodecs) == static_cast<size_t>(kNumDTypes) - 6,
               "every block-quantized dtype needs a codec");
 
 const Codec* find_codec(DType t) {
@@ -214,6 +218,14 @@ void dequantize_rows(const Tensor& w, int64_t row_begin, int64_t row_end, float*
                 "dequantize_rows: rows [{}, {}) outside [0, {})", row_begin, row_end, w.dim(0));
   const int64_t n = w.dim(1), row_bytes = dtype_bytes(w.dtype(), n);
   const auto* src = static_cast<const uint8_t*>(w.raw_data());
+  if (w.dtype() == DType::kQ4_0x16) {
+    std::vector<uint8_t> plain(static_cast<size_t>(row_bytes));
+    for (int64_t r = row_begin; r < row_end; ++r) {
+      q4_0x16_rows_to_q4_0(src, w.dim(0), n, r, r + 1, plain.data());
+      qref::dequantize_q4_0(plain.data(), dst + (r - row_begin) * n, n);
+    }
+    return;
+  }
   for (int64_t r = row_begin; r < row_end; ++r)
     dequantize_row(w.dtype(), src + r * row_bytes, dst + (r - row_begin) * n, n);
 }

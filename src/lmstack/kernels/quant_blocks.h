@@ -34,6 +34,19 @@ inline constexpr int kQ6_KDAt = 208;
 // x = scale * (q - zero).
 inline constexpr int kInt4HeaderBytes = 4;
 
+// Q4_0x16 (DType::kQ4_0x16): Q4_0 rows interleaved so one 32-bit SIMD lane is one row
+// (quant_repack.h makes it at load time; the decode GEMV reads it, quant_gemv_q4_0x16.h).
+// A [n, k] matrix (nb = k / 32 blocks a row, row_bytes = 18 nb) holds n / 16 full groups of
+// 16 rows, group g at byte 16 g row_bytes:
+//   nb * 16 f16 scales: block b of row j at 2 (16 b + j), so one 32-byte load is 16 scales;
+//   then nb * 256 code bytes: block b at 256 b, word v < 4 at + 64 v, row j at + 4 j holds
+//   bytes 4v..4v+3 of row j's plain 16 nibble bytes: low nibbles are elements 4v..4v+3, high
+//   nibbles 16+4v..16+4v+3 (vpdpbusd's 4 codes per lane against 4 broadcast activations).
+// The n % 16 rows after the last full group stay plain Q4_0 rows, so the whole matrix takes
+// exactly Q4_0's n * row_bytes bytes.
+inline constexpr int kQ4_0x16Rows = 16;
+inline constexpr int kQ4_0x16BlockCodeBytes = 16 * kQ4_0x16Rows;  // 256
+
 inline uint16_t load_u16(const uint8_t* p) {
   uint16_t v;
   std::memcpy(&v, p, 2);

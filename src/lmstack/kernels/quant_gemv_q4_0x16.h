@@ -1,0 +1,218 @@
+// The decode GEMV over Q4_0x16 weights (rows interleaved in groups of 16, quant_blocks.h),
+// compiled into each ISA file after quant_gemv_impl.h, inside the same QG_NS (no include guard
+// on purpose). Besides QG_NS and QG_VNNI, define QG_W512: 1 runs a group of 16 rows as one
+// 512-bit vector, 0 as two 256-bit halves of 8 rows (the layout serves both).
+//
+// One SIMD lane is one weight row. Per 32-element block b: eight code vectors u_i (lane j: the
+// 4 codes of row j at elements 4i..4i+3, nibbles masked out of the 4 words of 64 bytes) meet
+// the activation bytes 4i..4i+3 broadcast to every lane, so vpdpbusd (or vpmaddubsw, exact
+// in int16 here: 16 products of |code| <= 15 and |q| <= 128 stay below 2^15, then one
+// vpmaddwd) yields the 16 rows' integer dot products at once. The 16 f16 row scales load as
+// one vector: acc += float(isum) * (d_w * d_x) and, for Q4_0's offset 8 (sum((q - 8) x) =
+// sum(q x) - 8 sum(x)), corr += d_w * sum32_x; out = acc - 8 corr, stored as one vector.
+// The float sums run in a different order from row_q4_0 (quant_gemv_impl.h); the integer dot
+// products are the same.
+#include <cstring>
+
+namespace lmstack::kernels {
+namespace {
+namespace QG_NS {
+namespace x16 {
+
+#if QG_W512
+using VecI = __m512i;
+using VecF = __m512;
+constexpr int kLanes = 16;
+inline VecI load_i(const uint8_t* p) { return _mm512_loadu_si512(p); }
+inline VecI set1_i32(int32_t v) { return _mm512_set1_epi32(v); }
+inline VecI zero_i() { return _mm512_setzero_si512(); }
+inline VecI low_nibbles(VecI v) { return _mm512_and_si512(v, _mm512_set1_epi8(15)); }
+inline VecI high_nibbles(VecI v) {
+  return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(15));
+}
+inline VecI add_i32(VecI a, VecI b) { return _mm512_add_epi32(a, b); }
+#if QG_VNNI
+inline VecI dot4(VecI acc, VecI u, VecI s) { return _mm512_dpbusd_epi32(acc, u, s); }
+#else
+inline VecI madd_u8s8(VecI u, VecI s) { return _mm512_maddubs_epi16(u, s); }
+inline VecI add_i16(VecI a, VecI b) { return _mm512_add_epi16(a, b); }
+inline VecI widen_i16(VecI v) { return _mm512_madd_epi16(v, _mm512_set1_epi16(1)); }
+#endif
+inline VecF to_f(VecI v) { return _mm512_cvtepi32_ps(v); }
+inline VecF load_f16(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline VecF load_f(const float* p) { return _mm512_loadu_ps(p); }
+inline void store_f(float* p, VecF v) { _mm512_storeu_ps(p, v); }
+inline VecF set1_f(float v) { return _mm512_set1_ps(v); }
+inline VecF zero_f() { return _mm512_setzero_ps(); }
+inline VecF add_f(VecF a, VecF b) { return _mm512_add_ps(a, b); }
+inline VecF mul_f(VecF a, VecF b) { return _mm512_mul_ps(a, b); }
+inline VecF fma_f(VecF a, VecF b, VecF c) { return _mm512_fmadd_ps(a, b, c); }
+inline VecF fnma_f(VecF a, VecF b, VecF c) { return _mm512_fnmadd_ps(a, b, c); }
+#else
+using VecI = __m256i;
+using VecF = __m256;
+constexpr int kLanes = 8;
+inline VecI load_i(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+inline VecI set1_i32(int32_t v) { return _mm256_set1_epi32(v); }
+inline VecI zero_i() { return _mm256_setzero_si256(); }
+inline VecI low_nibbles(VecI v) { return _mm256_and_si256(v, _mm256_set1_epi8(15)); }
+inline VecI high_nibbles(VecI v) {
+  return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(15));
+}
+inline VecI add_i32(VecI a, VecI b) { return _mm256_add_epi32(a, b); }
+#if QG_VNNI
+inline VecI dot4(VecI acc, VecI u, VecI s) { return _mm256_dpbusd_epi32(acc, u, s); }
+#else
+inline VecI madd_u8s8(VecI u, VecI s) { return _mm256_maddubs_epi16(u, s); }
+inline VecI add_i16(VecI a, VecI b) { return _mm256_add_epi16(a, b); }
+inline VecI widen_i16(VecI v) { return _mm256_madd_epi16(v, _mm256_set1_epi16(1)); }
+#endif
+inline VecF to_f(VecI v) { return _mm256_cvtepi32_ps(v); }
+inline VecF load_f16(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline VecF load_f(const float* p) { return _mm256_loadu_ps(p); }
+inline void store_f(float* p, VecF v) { _mm256_storeu_ps(p, v); }
+inline VecF set1_f(float v) { return _mm256_set1_ps(v); }
+inline VecF zero_f() { return _mm256_setzero_ps(); }
+inline VecF add_f(VecF a, VecF b) { return _mm256_add_ps(a, b); }
+inline VecF mul_f(VecF a, VecF b) { return _mm256_mul_ps(a, b); }
+inline VecF fma_f(VecF a, VecF b, VecF c) { return _mm256_fmadd_ps(a, b, c); }
+inline VecF fnma_f(VecF a, VecF b, VecF c) { return _mm256_fnmadd_ps(a, b, c); }
+#endif
+
+// Activation bytes 4i..4i+3 of a block, the same in every lane.
+inline VecI bcast4(const int8_t* xb, int i) {
+  int32_t v;
+  std::memcpy(&v, xb + 4 * i, 4);
+  return set1_i32(v);
+}
+
+// Per-lane integer dot product of one block: u[i] against activation bytes 4i..4i+3.
+inline VecI block_dot(const VecI u[8], const int8_t* xb) {
+#if QG_VNNI
+  VecI a = zero_i(), c = zero_i();  // two chains: vpdpbusd's latency, not its throughput
+  for (int i = 0; i < 8; i += 2) {
+    a = dot4(a, u[i], bcast4(xb, i));
+    c = dot4(c, u[i + 1], bcast4(xb, i + 1));
+  }
+  return add_i32(a, c);
+#else
+  VecI s = zero_i();
+  for (int i = 0; i < 8; ++i) s = add_i16(s, madd_u8s8(u[i], bcast4(xb, i)));
+  return widen_i16(s);
+#endif
+}
+
+// out[r] = the kLanes rows' dot products (lanes `half * kLanes` on of the group at `group`)
+// with activation rows r < MT.
+template <int MT>
+void group_dot(const uint8_t* group, int64_t nb, int half, const QuantizedRows& x, VecF out[MT]) {
+  const uint8_t* scales = group + 2 * kLanes * half;
+  const uint8_t* codes = group + nb * 2 * qblock::kQ4_0x16Rows + 4 * kLanes * half;
+  VecF acc[MT], corr[MT];
+  for (int r = 0; r < MT; ++r) acc[r] = corr[r] = zero_f();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = codes + b * qblock::kQ4_0x16BlockCodeBytes;
+    VecI u[8];
+    for (int v = 0; v < 4; ++v) {
+      const VecI raw = load_i(blk + 64 * v);
+      u[v] = low_nibbles(raw);
+      u[v + 4] = high_nibbles(raw);
+    }
+    const VecF dw = load_f16(scales + 2 * qblock::kQ4_0x16Rows * b);
+    for (int r = 0; r < MT; ++r) {
+      const VecI isum = block_dot(u, x.q + r * x.k + 32 * b);
+      acc[r] = fma_f(to_f(isum), mul_f(dw, set1_f(x.d[r * nb + b])), acc[r]);
+      corr[r] = fma_f(dw, set1_f(x.sum32[r * nb + b]), corr[r]);
+    }
+  }
+  for (int r = 0; r < MT; ++r) out[r] = fnma_f(set1_f(8.0f), corr[r], acc[r]);
+}
+
+// Stores lanes of out[r] (rows j0..j0 + kLanes) that fall in [lo, hi): one vector when all do.
+template <int MT>
+void store_lanes(const VecF out[MT], int64_t j0, int64_t lo, int64_t hi, float* y, int64_t ldy,
+                 const float* bias, bool accumulate) {
+  if (j0 >= lo && j0 + kLanes <= hi) {
+    for (int r = 0; r < MT; ++r) {
+      VecF v = bias ? add_f(out[r], load_f(bias + j0)) : out[r];
+      if (accumulate) v = add_f(v, load_f(y + r * ldy + j0));
+      store_f(y + r * ldy + j0, v);
+    }
+    return;
+  }
+  for (int r = 0; r < MT; ++r) {
+    float lanes[kLanes];
+    store_f(lanes, out[r]);
+    for (int l = 0; l < kLanes; ++l) {
+      const int64_t j = j0 + l;
+      if (j < lo || j >= hi) continue;
+      const float v = lanes[l] + (bias ? bias[j] : 0.0f);
+      float& dst = y[r * ldy + j];
+      dst = accumulate ? dst + v : v;
+    }
+  }
+}
+
+// Rows [lo, hi) (inside the full groups) for activation rows [0, MT) of x.
+template <int MT>
+void group_rows(const uint8_t* w, int64_t row_bytes, int64_t lo, int64_t hi, const QuantizedRows& x,
+                float* y, int64_t ldy, const float* bias, bool accumulate) {
+  constexpr int kG = qblock::kQ4_0x16Rows;
+  const int64_t nb = x.k / 32;
+  for (int64_t g = lo / kG; g * kG < hi; ++g) {
+    const uint8_t* group = w + g * kG * row_bytes;
+    for (int half = 0; half < kG / kLanes; ++half) {
+      const int64_t j0 = g * kG + half * kLanes;
+      if (j0 + kLanes <= lo || j0 >= hi) continue;
+      VecF out[MT];
+      group_dot<MT>(group, nb, half, x, out);
+      store_lanes<MT>(out, j0, lo, hi, y, ldy, bias, accumulate);
+    }
+  }
+}
+
+}  // namespace x16
+
+// quant_gemv.h's contract for w of type q4_0x16 with n rows in all: the full groups here, the
+// plain Q4_0 rows after them through gemv() of quant_gemv_impl.h.
+void gemv_q4_0x16(const void* w, int64_t n, int64_t n_begin, int64_t n_end, const QuantizedRows& x,
+                  int64_t m, float* y, int64_t ldy, const float* bias, bool accumulate) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const int64_t row_bytes = x.k / 32 * qblock::kQ4_0Bytes;
+  const int64_t full = n / qblock::kQ4_0x16Rows * qblock::kQ4_0x16Rows;
+  if (n_end > full) {
+    const int64_t from = n_begin > full ? n_begin : full;
+    gemv(DType::kQ4_0, wb + full * row_bytes, from - full, n_end - full, x, m, y + full, ldy,
+         bias ? bias + full : nullptr, accumulate);
+  }
+  const int64_t hi = n_end < full ? n_end : full;
+  if (n_begin >= hi) return;
+  for (int64_t r = 0; r < m; r += kMaxRows) {
+    const QuantizedRows xr = offset_rows(x, r);
+    float* yr = y + r * ldy;
+    switch (m - r >= kMaxRows ? kMaxRows : m - r) {
+      case 1:
+        x16::group_rows<1>(wb, row_bytes, n_begin, hi, xr, yr, ldy, bias, accumulate);
+        break;
+      case 2:
+        x16::group_rows<2>(wb, row_bytes, n_begin, hi, xr, yr, ldy, bias, accumulate);
+        break;
+      case 3:
+        x16::group_rows<3>(wb, row_bytes, n_begin, hi, xr, yr, ldy, bias, accumulate);
+        break;
+      default:
+        x16::group_rows<4>(wb, row_bytes, n_begin, hi, xr, yr, ldy, bias, accumulate);
+        break;
+    }
+  }
+}
+
+}  // namespace QG_NS
+}  // namespace
+}  // namespace lmstack::kernels

@@ -1,0 +1,87 @@
+// Q4_0 <-> Q4_0x16 (quant_repack.h): byte permutations in the layout quant_blocks.h describes.
+#include "lmstack/kernels/quant_repack.h"
+
+#include <cstring>
+
+#include "lmstack/core/error.h"
+#include "lmstack/kernels/quant_blocks.h"
+
+namespace lmstack::kernels {
+namespace {
+
+using qblock::kQ4_0Bytes;
+using qblock::kQ4_0x16BlockCodeBytes;
+using qblock::kQ4_0x16Rows;
+
+// Byte offsets inside a group of 16 rows (nb blocks a row): row j's scale of block b, and its
+// code word v of block b (4 bytes, plain bytes 2 + 4v.. of the block).
+int64_t scale_at(int64_t b, int j) { return 2 * (kQ4_0x16Rows * b + j); }
+int64_t word_at(int64_t nb, int64_t b, int v, int j) {
+  return nb * 2 * kQ4_0x16Rows + b * kQ4_0x16BlockCodeBytes + 64 * v + 4 * j;
+}
+
+// Whether row r of n sits in a full interleaved group, and that group's offset.
+struct RowPlace {
+  bool grouped;
+  int64_t at;  // the group's byte offset, or the plain row's
+  int j;       // lane within the group
+};
+RowPlace place(int64_t r, int64_t n, int64_t row_bytes) {
+  const int64_t full = n / kQ4_0x16Rows * kQ4_0x16Rows;
+  if (r >= full) return {false, r * row_bytes, 0};
+  return {true, (r - r % kQ4_0x16Rows) * row_bytes, static_cast<int>(r % kQ4_0x16Rows)};
+}
+
+}  // namespace
+
+void q4_0x16_rows_to_q4_0(const uint8_t* packed, int64_t n, int64_t k, int64_t row_begin,
+                          int64_t row_end, uint8_t* plain) {
+  const int64_t nb = k / 32, row_bytes = nb * kQ4_0Bytes;
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    uint8_t* out = plain + (r - row_begin) * row_bytes;
+    const RowPlace p = place(r, n, row_bytes);
+    if (!p.grouped) {
+      std::memcpy(out, packed + p.at, static_cast<size_t>(row_bytes));
+      continue;
+    }
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* blk = out + b * kQ4_0Bytes;
+      std::memcpy(blk, packed + p.at + scale_at(b, p.j), 2);
+      for (int v = 0; v < 4; ++v)
+        std::memcpy(blk + 2 + 4 * v, packed + p.at + word_at(nb, b, v, p.j), 4);
+    }
+  }
+}
+
+void repack_q4_0x16(const uint8_t* plain, int64_t n, int64_t k, uint8_t* packed) {
+  const int64_t nb = k / 32, row_bytes = nb * kQ4_0Bytes;
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t* in = plain + r * row_bytes;
+    const RowPlace p = place(r, n, row_bytes);
+    if (!p.grouped) {
+      std::memcpy(packed + p.at, in, static_cast<size_t>(row_bytes));
+      continue;
+    }
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = in + b * kQ4_0Bytes;
+      std::memcpy(packed + p.at + scale_at(b, p.j), blk, 2);
+      for (int v = 0; v < 4; ++v)
+        std::memcpy(packed + p.at + word_at(nb, b, v, p.j), blk + 2 + 4 * v, 4);
+    }
+  }
+}
+
+Tensor repack_q4_0x16(const Tensor& w, const Tensor& dst) {
+  LMSTACK_CHECK(w.rank() == 2 && w.dtype() == DType::kQ4_0,
+                "repack_q4_0x16: want a 2-D q4_0 tensor, got {} {}", dtype_name(w.dtype()),
+                w.shape().str());
+  LMSTACK_CHECK(dst.nbytes() == w.nbytes() && !dst.is_mapped(),
+                "repack_q4_0x16: destination of {} bytes for {} (writable, equal size)",
+                dst.nbytes(), w.nbytes());
+  Tensor out = dst.view(DType::kQ4_0x16, w.shape());
+  repack_q4_0x16(static_cast<const uint8_t*>(w.raw_data()), w.dim(0), w.dim(1),
+                 static_cast<uint8_t*>(out.raw_data()));
+  return out;
+}
+
+}  // namespace lmstack::kernels
