@@ -1,9 +1,15 @@
-// Thread pool: coverage of every index exactly once, chunking, exceptions, reuse.
+// Thread pool: coverage of every index exactly once, chunking, exceptions, reuse, and
+// run_on_all / parallel_for jobs interleaved many times (the claim protocol's stale workers).
 #include "lmstack/core/thread_pool.h"
 
+#include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <numeric>
 #include <stdexcept>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -34,6 +40,74 @@ TEST(ThreadPool, GrainLimitsChunkCount) {
       },
       5);
   EXPECT_EQ(chunks, 2);
+}
+
+// Up to kChunksPerThread equal chunks per thread, disjoint and covering [0, n).
+TEST(ThreadPool, ParallelForChunksAreEqualAndCover) {
+  ThreadPool pool(3);
+  std::mutex mu;
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  pool.parallel_for(1000, [&](int64_t b, int64_t e) {
+    std::lock_guard<std::mutex> lock(mu);
+    ranges.emplace_back(b, e);
+  });
+  ASSERT_EQ(ranges.size(), size_t{3 * ThreadPool::kChunksPerThread});
+  std::sort(ranges.begin(), ranges.end());
+  int64_t at = 0;
+  for (const auto& [b, e] : ranges) {
+    EXPECT_EQ(b, at);
+    EXPECT_NEAR(static_cast<double>(e - b), 1000.0 / ranges.size(), 1.0);
+    at = e;
+  }
+  EXPECT_EQ(at, 1000);
+}
+
+// More threads than cores (2 in CI), so workers are often descheduled mid-protocol: a late
+// worker must neither run a finished range job's chunk nor miss a run_on_all.
+TEST(ThreadPool, InterleavedJobsRunExactlyOnce) {
+  ThreadPool pool(5);
+  std::vector<std::atomic<int>> hits(97);
+  std::vector<int> per_thread(5, 0);
+  const int reps = 1000;
+  for (int rep = 0; rep < reps; ++rep) {
+    pool.parallel_for(97, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+    });
+    if (rep % 3 == 0) pool.run_on_all([&](int t) { per_thread[static_cast<size_t>(t)]++; });
+  }
+  for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i], reps) << i;
+  EXPECT_EQ(per_thread, std::vector<int>(5, (reps + 2) / 3));
+}
+
+TEST(ThreadPool, ParallelForRethrowsAChunksException) {
+  ThreadPool pool(2);
+  const auto caller = std::this_thread::get_id();
+  for (bool on_caller : {true, false}) {
+    std::atomic<bool> thrown{false};
+    // Every chunk on the chosen side throws; when the worker takes no chunk (it may not wake
+    // in time), nothing throws, so the check below counts what actually ran.
+    auto run = [&] {
+      pool.parallel_for(64, [&](int64_t, int64_t) {
+        if ((std::this_thread::get_id() == caller) == on_caller) {
+          thrown = true;
+          throw std::runtime_error("chunk failed");
+        }
+      });
+    };
+    if (on_caller)
+      EXPECT_THROW(run(), std::runtime_error);
+    else
+      try {
+        run();
+      } catch (const std::runtime_error&) {
+        EXPECT_TRUE(thrown);
+      }
+  }
+  std::atomic<int64_t> sum{0};
+  pool.parallel_for(100, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) sum += i;
+  });
+  EXPECT_EQ(sum, 4950);
 }
 
 TEST(ThreadPool, RunOnAllUsesEveryThread) {

@@ -14,7 +14,11 @@
 #
 # Usage: tools/bench/peers.sh [--models smollm-135m,smollm-360m] [--types f32,f16,q8_0,q4_0]
 #          [--reps 3] [--threads 2] [--prompt 512] [--gen 128] [--skip-train] [--skip-infer]
-#          [--train-dtypes f32] [--cache DIR] [--out FILE.json] [--work DIR]
+#          [--train-dtypes f32] [--isa native|avx2] [--cache DIR] [--out FILE.json] [--work DIR]
+# --isa avx2 on an AVX-512 machine measures every tool's AVX2 code on it: lmstack with
+# LMSTACK_DISABLE_FEATURES=avx512f, llama.cpp built for AVX2+FMA+F16C (GGML_NATIVE off),
+# PyTorch with ATEN_CPU_CAPABILITY=avx2 and ONEDNN_MAX_CPU_ISA=AVX2; the JSON is named
+# <cpu>-avx2-forced.json, apart from a real AVX2 machine's <cpu>-avx2.json.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -28,6 +32,7 @@ GEN=128
 SKIP_TRAIN=0
 SKIP_INFER=0
 TRAIN_DTYPES=f32
+ISA=native
 TRAIN_BATCH=16
 TRAIN_SEQ=256
 LLAMA_CPP_PYTHON=0.3.36
@@ -51,6 +56,7 @@ while [ $# -gt 0 ]; do
     --skip-train) SKIP_TRAIN=1; shift ;;
     --skip-infer) SKIP_INFER=1; shift ;;
     --train-dtypes) TRAIN_DTYPES=$2; shift 2 ;;
+    --isa) ISA=$2; shift 2 ;;
     --train-batch) TRAIN_BATCH=$2; shift 2 ;;
     --train-seq) TRAIN_SEQ=$2; shift 2 ;;
     --cache) CACHE=$2; shift 2 ;;
@@ -61,6 +67,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 [[ $REPS =~ ^[1-9][0-9]*$ ]] || die "--reps must be a positive integer, got '$REPS'"
+[[ $ISA =~ ^(native|avx2)$ ]] || die "--isa must be native or avx2, got '$ISA'"
+if [ "$ISA" = avx2 ]; then
+  # Only this process tree sees these: lmstack's dispatch, PyTorch's ATen and oneDNN.
+  export LMSTACK_DISABLE_FEATURES=avx512f ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2
+fi
 command -v python3 > /dev/null || die "python3 is needed (Debian: python3)"
 command -v cmake > /dev/null || die "cmake is needed (bash scripts/setup.sh)"
 mkdir -p "$CACHE"
@@ -86,6 +97,9 @@ CPU_SLUG=$(echo "$CPU_MODEL" | tr '[:upper:]' '[:lower:]' | sed -E 's/\((r|tm)\)
 CPU_ISA=$(python3 -c 'import json,sys; f=json.load(open(sys.argv[1]))["cpu"]["features"]; print("avx512" if "avx512f" in f else "avx2" if "avx2" in f else "sse")' \
   "$WORK/doctor.json")
 CPU_SLUG=$CPU_SLUG-$CPU_ISA
+if [ "$ISA" = avx2 ]; then
+  grep -qw avx512f /proc/cpuinfo && CPU_SLUG=$CPU_SLUG-forced
+fi
 OUT=${OUT:-$ROOT/bench/results/$CPU_SLUG.json}
 
 # --- llama.cpp (from the llama-cpp-python sdist) ------------------------------------------------
@@ -94,6 +108,9 @@ if [ $SKIP_INFER = 0 ]; then
   SDIST=$CACHE/llama_cpp_python-$LLAMA_CPP_PYTHON.tar.gz
   SRC=$CACHE/llama_cpp_python-$LLAMA_CPP_PYTHON/vendor/llama.cpp
   BLD=$CACHE/llama.cpp-$LLAMA_CPP_PYTHON-$CPU_SLUG   # GGML_NATIVE: one build per CPU kind
+  ISA_FLAGS=(-DGGML_NATIVE=ON)
+  [ "$ISA" = avx2 ] && ISA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
+    -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF)
   LLAMA_BENCH=$BLD/bin/llama-bench
   if [ ! -x "$LLAMA_BENCH" ]; then
     if [ ! -f "$SDIST" ]; then
@@ -103,8 +120,8 @@ if [ $SKIP_INFER = 0 ]; then
     fi
     [ -d "$SRC" ] || tar -xzf "$SDIST" -C "$CACHE" || die "cannot unpack $SDIST"
     [ -f "$SRC/CMakeLists.txt" ] || die "$SRC has no llama.cpp sources"
-    say "building llama-bench (CPU, native) in $BLD"
-    cmake -S "$SRC" -B "$BLD" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+    say "building llama-bench (CPU, ${ISA_FLAGS[*]}) in $BLD"
+    cmake -S "$SRC" -B "$BLD" -DCMAKE_BUILD_TYPE=Release "${ISA_FLAGS[@]}" -DLLAMA_CURL=OFF \
       -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
       -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=OFF > "$CACHE/llama-configure.log" 2>&1 ||
       die "llama.cpp configure failed, see $CACHE/llama-configure.log"
