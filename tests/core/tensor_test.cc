@@ -1,6 +1,8 @@
 // Tensor shapes, views, mapped storage, element access and the memory ledger.
 #include "lmstack/core/tensor.h"
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "lmstack/core/file.h"
@@ -86,6 +88,31 @@ TEST(Tensor, MappedFileRegionIsReadOnlyAndCounted) {
   }
   EXPECT_EQ(memory_snapshot().mapped[static_cast<int>(MemoryCategory::kWeights)], before);
   EXPECT_THROW(MappedFile(dir + "/missing.bin", MemoryCategory::kWeights), IoError);
+}
+
+// A region copied out of a mapping (model/repack.h) leaves the ledger once: whole pages only,
+// and the rest on unmapping, so the count returns to where it started.
+TEST(Tensor, DroppedMappedPagesLeaveTheLedger) {
+  const std::string dir = test::temp_dir("tensor_dropped");
+  const std::string path = dir + "/w.bin";
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  write_file_atomic(path, std::string(3 * page + 100, 'x'));
+  const auto mapped = [] {
+    return memory_snapshot().mapped[static_cast<int>(MemoryCategory::kWeights)];
+  };
+  const int64_t before = mapped();
+  {
+    auto file = std::make_shared<const MappedFile>(path, MemoryCategory::kWeights);
+    const auto size = static_cast<int64_t>(3 * page + 100);
+    EXPECT_EQ(mapped(), before + size);
+    // [page / 2, 3 page + 50) holds pages 1 and 2 whole; the partial first and last stay.
+    Tensor::from_mapped(file, page / 2, {static_cast<int64_t>(3 * page - page / 2 + 50)},
+                        DType::kI8)
+        .drop_mapped_pages();
+    EXPECT_EQ(mapped(), before + size - static_cast<int64_t>(2 * page));
+    EXPECT_EQ(file->data()[page + 7], 'x') << "a dropped page reads back from the file";
+  }
+  EXPECT_EQ(mapped(), before);
 }
 
 TEST(Memory, LedgerCountsAllocationsPerCategory) {

@@ -136,8 +136,11 @@ void MappedFile::drop_pages(size_t offset, size_t bytes) const {
   const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   const size_t begin = (offset + page - 1) / page * page;
   const size_t end = std::min(offset + bytes, bytes_) / page * page;
-  if (data_ && begin < end)  // advice: failure is harmless
-    ::madvise(const_cast<uint8_t*>(data_) + begin, end - begin, MADV_DONTNEED);
+  if (data_ == nullptr || begin >= end) return;
+  // Advice: on failure the pages stay resident, and counted.
+  if (::madvise(const_cast<uint8_t*>(data_) + begin, end - begin, MADV_DONTNEED) != 0) return;
+  ledger().mapped[static_cast<int>(category_)].fetch_sub(static_cast<int64_t>(end - begin));
+  dropped_ += end - begin;
 }
 
 MappedFile::~MappedFile() { release(); }
@@ -145,6 +148,7 @@ MappedFile::~MappedFile() { release(); }
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : data_(other.data_),
       bytes_(other.bytes_),
+      dropped_(other.dropped_),
       path_(std::move(other.path_)),
       category_(other.category_) {
   other.data_ = nullptr;
@@ -156,6 +160,7 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
     release();
     data_ = other.data_;
     bytes_ = other.bytes_;
+    dropped_ = other.dropped_;
     path_ = std::move(other.path_);
     category_ = other.category_;
     other.data_ = nullptr;
@@ -167,10 +172,11 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
 void MappedFile::release() {
   if (data_ != nullptr) {
     ::munmap(const_cast<uint8_t*>(data_), bytes_);
-    ledger().mapped[static_cast<int>(category_)].fetch_sub(static_cast<int64_t>(bytes_));
+    ledger().mapped[static_cast<int>(category_)].fetch_sub(static_cast<int64_t>(bytes_ - dropped_));
   }
   data_ = nullptr;
   bytes_ = 0;
+  dropped_ = 0;
 }
 
 }  // namespace lmstack

@@ -82,13 +82,16 @@ class MappedFile {
   size_t size() const { return bytes_; }
   const std::string& path() const { return path_; }
   // Advice: the pages wholly inside [offset, offset + bytes) are not needed now (they leave
-  // the process's resident set; a later read faults them back in from the file).
+  // the process's resident set; a later read faults them back in from the file). They also
+  // leave the ledger's mapped count, so a tensor copied out of the map (model/repack.h) is
+  // not counted twice; call it at most once per range, for bytes that are not read again.
   void drop_pages(size_t offset, size_t bytes) const;
 
  private:
   void release();
   const uint8_t* data_ = nullptr;
   size_t bytes_ = 0;
+  mutable size_t dropped_ = 0;  // bytes drop_pages took out of the ledger
   std::string path_;
   MemoryCategory category_ = MemoryCategory::kWeights;
 };

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lmstack/core/thread_pool.h"
+#include "lmstack/kernels/gemm_blocking.h"
 #include "lmstack/kernels/gemm_kernels.h"
 
 namespace lmstack::kernels {
@@ -19,14 +20,6 @@ namespace {
 constexpr int64_t kKc = 768;  // even: a block boundary never splits a pair
 constexpr int64_t kNc = 512;
 constexpr int64_t kPackRows = 64;  // even, as kKc
-
-// A 64-byte aligned area of at least n pairs in `buf`, kept for the thread's life (see
-// gemm_driver.cc's scratch()).
-uint32_t* scratch(std::vector<uint32_t>& buf, int64_t n) {
-  if (static_cast<int64_t>(buf.size()) < n + 16) buf.resize(static_cast<size_t>(n + 16));
-  const auto addr = reinterpret_cast<uintptr_t>(buf.data());
-  return buf.data() + ((64 - addr % 64) % 64) / sizeof(uint32_t);
-}
 
 struct Job {
   const GemmBf16Isa* isa;
@@ -46,7 +39,7 @@ void run_block(const Job& job, int64_t ip0, int64_t ip1, int64_t j0, int64_t j1)
   thread_local std::vector<uint32_t> b_buf;
   const GemmBf16Isa& isa = *job.isa;
   const int64_t mr = isa.mr, nr = isa.nr, kp = (job.k + 1) / 2;
-  uint32_t* bp = scratch(b_buf, kKc / 2 * (kNc + nr));
+  uint32_t* bp = gemm_scratch(b_buf, kKc / 2 * (kNc + nr));
   for (int64_t jc = j0; jc < j1; jc += kNc) {
     const int64_t nc = std::min(kNc, j1 - jc);
     for (int64_t pc = 0; pc < job.k; pc += kKc) {
@@ -78,7 +71,7 @@ void gemm_blocked_bf16(ThreadPool& pool, const GemmBf16Isa& isa, int64_t m, int6
   thread_local std::vector<uint32_t> a_buf;
   const int64_t mp = (m + isa.mr - 1) / isa.mr, np = (n + isa.nr - 1) / isa.nr;
   const int64_t kp = (k + 1) / 2;
-  uint32_t* ap = scratch(a_buf, mp * isa.mr * kp);
+  uint32_t* ap = gemm_scratch(a_buf, mp * isa.mr * kp);
   // A stored [K, M] (trans_a, the dW = dYᵀ · X product) is packed kPackRows rows at a time
   // for all of a thread's panels, so it is read along its rows; one panel after another
   // strode through all K rows (M = 768: a 3 KiB stride) and took 23% of that GEMM's time.
@@ -94,18 +87,9 @@ void gemm_blocked_bf16(ThreadPool& pool, const GemmBf16Isa& isa, int64_t m, int6
     }
   });
   const Job job{&isa, m, n, k, ap, bt, b, ldb, b_nt, c, ldc, add};
-  const int64_t threads = pool.num_threads();
-  // As gemm_driver.cc: split N when every thread gets at least two panels, else M.
-  const bool split_n = np >= 2 * threads || mp < threads;
-  pool.run_on_all([&](int t) {
-    if (split_n) {
-      const int64_t p0 = np * t / threads, p1 = np * (t + 1) / threads;
-      if (p0 < p1) run_block(job, 0, mp, p0 * isa.nr, std::min(n, p1 * isa.nr));
-    } else {
-      const int64_t p0 = mp * t / threads, p1 = mp * (t + 1) / threads;
-      if (p0 < p1) run_block(job, p0, p1, 0, n);
-    }
-  });
+  split_over_threads(
+      pool, mp, np, isa.nr, n,
+      [&](int64_t ip0, int64_t ip1, int64_t j0, int64_t j1) { run_block(job, ip0, ip1, j0, j1); });
 }
 
 }  // namespace lmstack::kernels

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "lmstack/core/thread_pool.h"
+#include "lmstack/kernels/gemm_blocking.h"
 #include "lmstack/kernels/gemm_kernels.h"
 #include "lmstack/kernels/quant.h"
 
@@ -34,16 +35,9 @@ void dequantize_block(WeightType wt, const void* b, int64_t k, int64_t n0, int64
     dequantize_row(t, base + (n0 + r) * row_bytes + skip, out + r * kc, kc);
 }
 
-// A 64-byte aligned scratch area of at least n floats, reused by this thread across calls
-// (allocating per call would page-fault megabytes each time). It is kept for the thread's
-// life: 4 * M * K bytes of packed A on a calling thread (8 MiB at M 512, K 4096) and
-// 4 * KC * (NC + NR) bytes (~0.8 MiB) of packed B on every thread.
-float* scratch(std::vector<float>& buf, int64_t n) {
-  if (static_cast<int64_t>(buf.size()) < n + 16) buf.resize(static_cast<size_t>(n + 16));
-  const auto addr = reinterpret_cast<uintptr_t>(buf.data());
-  return buf.data() + ((64 - addr % 64) % 64) / sizeof(float);
-}
-
+// Per-thread scratch (gemm_scratch) kept for the thread's life: 4 * M * K bytes of packed A on
+// a calling thread (8 MiB at M 512, K 4096), 4 * KC * (NC + NR) bytes (~0.8 MiB) of packed B
+// on every thread.
 struct Job {
   const GemmIsa* isa;
   int64_t m, n, k;
@@ -64,8 +58,8 @@ void run_block(const Job& job, int64_t ip0, int64_t ip1, int64_t j0, int64_t j1)
   const int64_t mr = isa.mr, nr = isa.nr;
   const bool quant = is_quantized(weight_dtype(job.bt));
   const int64_t kc_max = quant ? kKcQuant : kKc;
-  float* bp = scratch(b_buf, kc_max * (kNc + nr));
-  float* deq = quant ? scratch(deq_buf, kKcQuant * kNc) : nullptr;
+  float* bp = gemm_scratch(b_buf, kc_max * (kNc + nr));
+  float* deq = quant ? gemm_scratch(deq_buf, kKcQuant * kNc) : nullptr;
   for (int64_t jc = j0; jc < j1; jc += kNc) {
     const int64_t nc = std::min(kNc, j1 - jc);
     for (int64_t pc = 0; pc < job.k; pc += kc_max) {
@@ -99,7 +93,7 @@ void gemm_blocked(ThreadPool& pool, const GemmIsa& isa, int64_t m, int64_t n, in
   if (m <= 0 || n <= 0 || k <= 0) return;
   thread_local std::vector<float> a_buf;
   const int64_t mp = (m + isa.mr - 1) / isa.mr, np = (n + isa.nr - 1) / isa.nr;
-  float* ap = scratch(a_buf, mp * isa.mr * k);
+  float* ap = gemm_scratch(a_buf, mp * isa.mr * k);
   pool.parallel_for(mp, [&](int64_t begin, int64_t end) {
     for (int64_t ip = begin; ip < end; ++ip) {
       const int64_t i0 = ip * isa.mr;
@@ -109,19 +103,9 @@ void gemm_blocked(ThreadPool& pool, const GemmIsa& isa, int64_t m, int64_t n, in
     }
   });
   const Job job{&isa, m, n, k, ap, bt, b, ldb, b_nt, c, ldc, add};
-  const int64_t threads = pool.num_threads();
-  // Split N when every thread gets at least two panels (each thread then converts only its
-  // own slice of B), else split M (each thread packs all of B, which is then small).
-  const bool split_n = np >= 2 * threads || mp < threads;
-  pool.run_on_all([&](int t) {
-    if (split_n) {
-      const int64_t p0 = np * t / threads, p1 = np * (t + 1) / threads;
-      if (p0 < p1) run_block(job, 0, mp, p0 * isa.nr, std::min(n, p1 * isa.nr));
-    } else {
-      const int64_t p0 = mp * t / threads, p1 = mp * (t + 1) / threads;
-      if (p0 < p1) run_block(job, p0, p1, 0, n);
-    }
-  });
+  split_over_threads(
+      pool, mp, np, isa.nr, n,
+      [&](int64_t ip0, int64_t ip1, int64_t j0, int64_t j1) { run_block(job, ip0, ip1, j0, j1); });
 }
 
 }  // namespace lmstack::kernels
