@@ -12,6 +12,7 @@
 #include "lmstack/core/cpu_features.h"
 #include "lmstack/core/error.h"
 #include "lmstack/core/half.h"
+#include "lmstack/kernels/gemm_blocking.h"
 #include "lmstack/kernels/gemm_kernels.h"
 #include "lmstack/kernels/linear_variants.h"
 #include "lmstack/kernels/ops.h"
@@ -20,21 +21,10 @@
 namespace lmstack::kernels {
 namespace {
 
-// C = beta * C; beta == 0 writes zeros without reading C (BLAS semantics).
-void scale_c(int64_t m, int64_t n, float beta, float* c, int64_t ldc) {
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
-}
-
 void gemm_bf16_avx512(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                       float alpha, const float* a, int64_t lda, const void* b, DType b_dtype,
                       int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0 || alpha == 0.0f) {
-    if (beta != 1.0f) scale_c(m, n, beta, c, ldc);
-    return;
-  }
-  if (beta != 0.0f && beta != 1.0f) scale_c(m, n, beta, c, ldc);
+  if (m <= 0 || n <= 0 || !prepare_c(m, n, k, alpha, beta, c, ldc)) return;
   const WeightType bt = b_dtype == DType::kBF16 ? WeightType::kBF16 : WeightType::kF32;
   gemm_blocked_bf16(pool, kGemmBf16IsaAvx512, m, n, k, alpha, a, lda, trans_a, bt, b, ldb, trans_b,
                     c, ldc, beta != 0.0f);

@@ -1,5 +1,6 @@
-// What the two blocked GEMM drivers share (gemm_driver.cc: f32 panels; gemm_bf16_driver.cc:
-// bf16 pair panels): per-thread scratch for packed panels, and the split of C over threads.
+// What the two blocked GEMMs share (gemm_driver.cc / gemm.cc: f32 panels; gemm_bf16_driver.cc /
+// gemm_bf16.cc: bf16 pair panels): BLAS beta handling before a product that only stores or
+// adds, per-thread scratch for packed panels, and the split of C over threads.
 #pragma once
 
 #include <algorithm>
@@ -9,6 +10,19 @@
 #include "lmstack/core/thread_pool.h"
 
 namespace lmstack::kernels {
+
+// BLAS semantics for C = alpha * op(A) op(B) + beta * C ahead of the blocked product: false
+// when there is none to run (k or alpha 0; C is then beta * C, and beta == 0 writes zeros
+// without reading C); else C is scaled here unless beta is 0 or 1, and the product must add
+// to C exactly when beta != 0.
+inline bool prepare_c(int64_t m, int64_t n, int64_t k, float alpha, float beta, float* c,
+                      int64_t ldc) {
+  const bool product = k > 0 && alpha != 0.0f;
+  if (beta != 1.0f && (beta != 0.0f || !product))
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+  return product;
+}
 
 // A 64-byte aligned area of at least n elements in `buf`, reused by its thread across calls
 // (allocating per call would page-fault megabytes each time) and kept for the thread's life.
