@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "gemm_check.h"
 #include "lmstack/core/half.h"
 #include "lmstack/kernels/linear_variants.h"
 #include "lmstack/kernels/ops.h"
@@ -91,20 +92,7 @@ void check(const KernelVariant<GemmBf16Fn>& v, ThreadPool& pool, const Problem& 
   // Both sides sum the same exact products (a bf16 x bf16 product fits an f32); only the
   // f32 summation differs, by at most ~k ulps of the largest partial sum, and the inputs lie
   // in [-1, 1], so |alpha| * k + |beta| bounds every term.
-  const double mag = std::fabs(p.alpha) * static_cast<double>(p.k) + std::fabs(p.beta);
-  for (int64_t i = 0; i < p.m; ++i) {
-    for (int64_t j = 0; j < ldc; ++j) {
-      const size_t at = static_cast<size_t>(i * ldc + j);
-      if (j >= p.n) {  // padding must be untouched
-        if (std::isnan(c0[at]))
-          ASSERT_TRUE(std::isnan(got[at])) << what;
-        else
-          ASSERT_EQ(got[at], c0[at]) << what << " wrote padding at [" << i << ", " << j << "]";
-        continue;
-      }
-      ASSERT_NEAR(got[at], want[at], 2e-6 * mag + 1e-6) << what << " at [" << i << ", " << j << "]";
-    }
-  }
+  test::expect_gemm_c(c0, want, got, p.m, p.n, p.k, ldc, p.alpha, p.beta, what);
 }
 
 void check_variant(const KernelVariant<GemmBf16Fn>& v) {

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "gemm_check.h"
 #include "lmstack/kernels/linear_variants.h"
 #include "lmstack/kernels/ops.h"
 #include "lmstack/kernels/ops_ref.h"
@@ -47,21 +48,7 @@ void check(const KernelVariant<GemmF32Fn>& v, ThreadPool& pool, const Problem& p
                            " tb=" + std::to_string(p.tb) + " m=" + std::to_string(p.m) +
                            " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) +
                            " alpha=" + std::to_string(p.alpha) + " beta=" + std::to_string(p.beta);
-  for (int64_t i = 0; i < p.m; ++i) {
-    for (int64_t j = 0; j < ldc; ++j) {
-      const size_t at = static_cast<size_t>(i * ldc + j);
-      if (j >= p.n) {  // padding must be untouched
-        if (std::isnan(c0[at]))
-          ASSERT_TRUE(std::isnan(got[at])) << what;
-        else
-          ASSERT_EQ(got[at], c0[at]) << what << " wrote padding at [" << i << ", " << j << "]";
-        continue;
-      }
-      // Inputs lie in [-1, 1]: |alpha| * k + |beta| bounds the magnitude of the terms.
-      const double mag = std::fabs(p.alpha) * static_cast<double>(p.k) + std::fabs(p.beta);
-      ASSERT_NEAR(got[at], want[at], 2e-6 * mag + 1e-6) << what << " at [" << i << ", " << j << "]";
-    }
-  }
+  test::expect_gemm_c(c0, want, got, p.m, p.n, p.k, ldc, p.alpha, p.beta, what);
 }
 
 TEST(GemmF32, EveryVariantMatchesReference) {
