@@ -6,11 +6,13 @@
 // 5632 / 2). The int8 paths quantize activations to int8 per 32 elements, so their bound adds sum_b
 // (amax_b / 254) * sum_{i in b} |w_i| (ops.h); and, much tighter, it must equal the reference run
 // on x rounded exactly that way (d = amax / 127, q = round(x * (1 / d))), which catches any slip in
-// the scale or offset bookkeeping.
+// the scale or offset bookkeeping. The activation quantizer's SIMD variants equal its reference
+// bit for bit, threaded or not.
 #include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -22,6 +24,7 @@
 #include "lmstack/kernels/ops.h"
 #include "lmstack/kernels/ops_ref.h"
 #include "lmstack/kernels/quant.h"
+#include "lmstack/kernels/quant_gemv.h"
 
 namespace lmstack::kernels {
 namespace {
@@ -214,6 +217,54 @@ TEST(LinearMany, EqualsOneCallPerWeight) {
             << v.name << " m=" << m << " weight " << i << " " << dtype_name(ws[i].dtype());
     }
   }
+}
+
+// Every activation quantizer variant gives the reference's codes, scales and sums bit for bit:
+// random blocks of several magnitudes, an all-zero block (scale 0) and ties (x / d = n + 0.5,
+// rounded to even).
+TEST(QuantizeActivations, EveryVariantEqualsTheReferenceBitForBit) {
+  std::mt19937 rng(31);
+  const int64_t blocks = 19;
+  std::vector<float> x = random_vec(32 * blocks, rng);
+  for (int64_t i = 0; i < 32; ++i) x[static_cast<size_t>(32 + i)] = 0.0f;
+  for (int64_t i = 0; i < 32; ++i)  // amax 127: d = 1, so i - 15.5 are ties
+    x[static_cast<size_t>(64 + i)] = i == 31 ? 127.0f : static_cast<float>(i) - 15.5f;
+  for (int64_t i = 96; i < 32 * blocks; ++i) x[static_cast<size_t>(i)] *= i % 7 == 0 ? 1e3f : 1e-3f;
+  const auto run = [&](QuantizeBlocksFn* fn, int64_t nb) {
+    std::vector<int8_t> q(static_cast<size_t>(32 * nb));
+    std::vector<float> d(static_cast<size_t>(nb)), s32(d.size()), s16(2 * d.size());
+    fn(x.data(), nb, q.data(), d.data(), s32.data(), s16.data());
+    return std::make_tuple(q, d, s32, s16);
+  };
+  int checked = 0;
+  for (const auto& v : quantize_blocks_variants()) {
+    if (!v.supported()) continue;
+    for (int64_t nb : {int64_t{1}, int64_t{3}, blocks}) {
+      EXPECT_EQ(run(v.fn, nb), run(quantize_blocks_ref, nb)) << v.name << " blocks " << nb;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+  const auto ref = run(quantize_blocks_ref, 3);  // the ties, by hand: 0.5 -> 0, 1.5 -> 2
+  EXPECT_EQ(std::get<0>(ref)[64 + 16], 0);
+  EXPECT_EQ(std::get<0>(ref)[64 + 17], 2);
+  EXPECT_EQ(std::get<0>(ref)[64 + 14], -2);  // -1.5 -> -2
+  EXPECT_EQ(std::get<1>(ref)[1], 0.0f);
+}
+
+// A threaded quantization (prefill-sized x) equals the one-thread one.
+TEST(QuantizeActivations, ThreadedEqualsSingleThread) {
+  std::mt19937 rng(37);
+  ThreadPool pool(2);
+  const int64_t m = 70, k = 1024;  // 71,680 elements: above the threading threshold
+  const std::vector<float> x = random_vec(m * k, rng);
+  const QuantizedRows one = quantize_activations(x.data(), m, k);
+  const std::vector<int8_t> q(one.q, one.q + m * k);
+  const std::vector<float> d(one.d, one.d + m * k / 32), s16(one.sum16, one.sum16 + m * k / 16);
+  const QuantizedRows two = quantize_activations(x.data(), m, k, &pool);
+  EXPECT_EQ(std::vector<int8_t>(two.q, two.q + m * k), q);
+  EXPECT_EQ(std::vector<float>(two.d, two.d + m * k / 32), d);
+  EXPECT_EQ(std::vector<float>(two.sum16, two.sum16 + m * k / 16), s16);
 }
 
 }  // namespace

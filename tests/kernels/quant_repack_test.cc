@@ -5,7 +5,9 @@
 //   so the bound is 1e-5 of the sum of |x w| terms), over n with tails (n < 16, n % 16 != 0),
 //   K from one block to 1536, M = 1..5, bias and accumulate;
 // - each ISA's leaf kernel over row ranges that start and end inside a group of 16;
-// - the prefill GEMMs (M > 16) read the repacked weight through a plain copy: bit for bit.
+// - the prefill GEMMs (M > 16) give the plain weight's result bit for bit (the int8 GEMM packs
+//   its panels from the groups directly, the f32 one reads a plain copy), and a group's int8
+//   panel is byte for byte the plain rows' panel.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -16,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "lmstack/core/cpu_features.h"
+#include "lmstack/kernels/gemm_int8.h"
 #include "lmstack/kernels/linear_variants.h"
 #include "lmstack/kernels/ops.h"
 #include "lmstack/kernels/quant.h"
@@ -188,6 +191,21 @@ TEST(QuantRepack, PrefillGemmReadsThePlainRowsBitForBit) {
         v.fn(pool, x.data(), m, {&packed, 1});
         EXPECT_EQ(got, want) << v.name << " m=" << m << " n=" << n;
       }
+    }
+  }
+}
+
+TEST(QuantRepack, Int8PanelsOfGroupsEqualThePlainRowsPanels) {
+  std::mt19937 rng(23);
+  ThreadPool pool(1);
+  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{16, 32}, {35, 96}, {48, 352}}) {
+    const Pair p = make_pair(pool, n, k, rng);  // n = 35: two groups, then 3 plain rows
+    const size_t bytes = static_cast<size_t>(k / 32 * kInt8PanelBlockBytes);
+    std::vector<uint8_t> want(bytes, 0xAB), got(bytes, 0xCD);
+    for (int64_t n0 = 0; n0 < n; n0 += kInt8PanelCols) {
+      pack_int8_panel(DType::kQ4_0, p.plain.raw_data(), n, k, n0, want.data());
+      pack_int8_panel(DType::kQ4_0x16, p.packed.raw_data(), n, k, n0, got.data());
+      ASSERT_EQ(got, want) << "n " << n << " k " << k << " panel at row " << n0;
     }
   }
 }

@@ -71,23 +71,56 @@ BlockCodes decode_block(DType t, const uint8_t* row, int64_t b) {
   return out;
 }
 
+// Panel scales and offsets of block `pb`.
+float* panel_scales(uint8_t* pb) { return reinterpret_cast<float*>(pb + 32 * kInt8PanelCols); }
+
+// The 16 rows of one Q4_0x16 group: per block its 4 words of 64 bytes hold, in lane c, bytes
+// 4v..4v+3 of row c's nibbles, low nibbles elements 4v.., high ones 16 + 4v..: the panel's
+// groups v and v + 4 (quant_blocks.h).
+void pack_q4_0x16_group(const uint8_t* group, int64_t blocks, uint8_t* panel) {
+  constexpr int kRows = qblock::kQ4_0x16Rows;
+  static_assert(kRows == kInt8PanelCols && qblock::kQ4_0x16BlockCodeBytes == 16 * kRows);
+  const uint8_t* codes = group + blocks * 2 * kRows;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* src = codes + b * qblock::kQ4_0x16BlockCodeBytes;
+    uint8_t* pb = panel + b * kInt8PanelBlockBytes;
+    for (int i = 0; i < qblock::kQ4_0x16BlockCodeBytes; ++i) {
+      pb[i] = src[i] & 15;
+      pb[qblock::kQ4_0x16BlockCodeBytes + i] = src[i] >> 4;
+    }
+    float* so = panel_scales(pb);
+    for (int c = 0; c < kRows; ++c) {
+      so[c] = f16_to_f32(qblock::load_u16(group + 2 * (kRows * b + c)));
+      so[kInt8PanelCols + c] = -8.0f * so[c];
+    }
+  }
+}
+
 }  // namespace
 
 bool int8_gemm_supports(DType t) {
-  return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ4_K || t == DType::kInt4G32 ||
-         t == DType::kInt4G64 || t == DType::kInt4G128;
+  return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ4_0x16 || t == DType::kQ4_K ||
+         t == DType::kInt4G32 || t == DType::kInt4G64 || t == DType::kInt4G128;
 }
 
 void pack_int8_panel(DType t, const void* w, int64_t n, int64_t k, int64_t n0, uint8_t* panel) {
-  const int64_t blocks = k / 32, row_bytes = dtype_bytes(t, k);
+  const int64_t blocks = k / 32;
+  const auto* wb = static_cast<const uint8_t*>(w);
+  if (t == DType::kQ4_0x16) {  // full groups, then the n % 16 plain Q4_0 rows
+    const int64_t row_bytes = dtype_bytes(DType::kQ4_0, k);
+    const int64_t full = n / qblock::kQ4_0x16Rows * qblock::kQ4_0x16Rows;
+    if (n0 < full) return pack_q4_0x16_group(wb + n0 * row_bytes, blocks, panel);
+    return pack_int8_panel(DType::kQ4_0, wb + full * row_bytes, n - full, k, n0 - full, panel);
+  }
+  const int64_t row_bytes = dtype_bytes(t, k);
   std::memset(panel, 0, static_cast<size_t>(blocks * kInt8PanelBlockBytes));
   for (int c = 0; c < kInt8PanelCols && n0 + c < n; ++c) {
-    const uint8_t* row = static_cast<const uint8_t*>(w) + (n0 + c) * row_bytes;
+    const uint8_t* row = wb + (n0 + c) * row_bytes;
     for (int64_t b = 0; b < blocks; ++b) {
       const BlockCodes bc = decode_block(t, row, b);
       uint8_t* pb = panel + b * kInt8PanelBlockBytes;
-      for (int i = 0; i < 32; ++i) pb[(i / 4) * 64 + c * 4 + i % 4] = bc.code[i];
-      float* so = reinterpret_cast<float*>(pb + 32 * kInt8PanelCols);
+      for (int g = 0; g < 8; ++g) std::memcpy(pb + g * 64 + c * 4, bc.code + 4 * g, 4);
+      float* so = panel_scales(pb);
       so[c] = bc.s;
       so[kInt8PanelCols + c] = bc.o;
     }
@@ -116,12 +149,12 @@ void int8_micro_ref(const QuantizedRows& x, int64_t row0, int mr, const uint8_t*
   }
 }
 
-void gemm_int8(Int8MicroFn* micro, ThreadPool& pool, float* y, const float* x, int64_t m, DType t,
-               const void* w, int64_t n, int64_t k, bool accumulate) {
+void gemm_int8(Int8MicroFn* micro, ThreadPool& pool, float* y, const QuantizedRows& xq, int64_t m,
+               DType t, const void* w, int64_t n, bool accumulate) {
+  const int64_t k = xq.k;
   LMSTACK_CHECK(
       int8_gemm_supports(t) && k % 32 == 0 && k / 32 % (dtype_info(t).block_size / 32) == 0,
       "gemm_int8: unsupported weight {} with k {}", dtype_name(t), k);
-  const QuantizedRows xq = quantize_activations(x, m, k);
   const int64_t panels = (n + kInt8PanelCols - 1) / kInt8PanelCols;
   pool.parallel_for(panels, [&](int64_t p0, int64_t p1) {
     thread_local std::vector<uint8_t> panel;

@@ -29,11 +29,14 @@ namespace lmstack::kernels {
 inline constexpr int kInt8PanelCols = 16;
 inline constexpr int64_t kInt8PanelBlockBytes = 32 * kInt8PanelCols + 2 * kInt8PanelCols * 4;
 
-// Whether gemm_int8 takes weights of this type (Q8_0, Q4_0, Q4_K, int4_g*).
+// Whether gemm_int8 takes weights of this type (Q8_0, Q4_0 and its repacked Q4_0x16, Q4_K,
+// int4_g*).
 bool int8_gemm_supports(DType t);
 
-// Packs weight rows [n0, n0 + 16) of w ([n, k] of type t, k a multiple of 32) into `panel`
-// (k / 32 * kInt8PanelBlockBytes bytes).
+// Packs weight rows [n0, n0 + 16) of w ([n, k] of type t, k a multiple of 32, n0 a multiple of
+// 16) into `panel` (k / 32 * kInt8PanelBlockBytes bytes). A Q4_0x16 group is the panel layout
+// already, its nibbles side by side (quant_blocks.h): its panel is the nibbles unpacked and the
+// f16 scales widened, no per-element decoding.
 void pack_int8_panel(DType t, const void* w, int64_t n, int64_t k, int64_t n0, uint8_t* panel);
 
 // c[r * ldc + j] (+)= sum over blocks of the formula above, rows [row0, row0 + mr) of x
@@ -52,10 +55,11 @@ class ThreadPool;
 
 namespace lmstack::kernels {
 
-// y[m, n] (+)= x[m, k] · wᵀ for a weight type int8_gemm_supports() (linear() folds a bias
-// into y first, as for the f32 GEMM); threads over 16-column panels, each packed once and run
-// against all m rows.
-void gemm_int8(Int8MicroFn* micro, ThreadPool& pool, float* y, const float* x, int64_t m, DType t,
-               const void* w, int64_t n, int64_t k, bool accumulate);
+// y[m, n] (+)= x[m, k] · wᵀ for a weight type int8_gemm_supports(), x given quantized
+// (quantize_activations; linear() quantizes it once for all weights that share it, and folds a
+// bias into y first, as for the f32 GEMM); threads over 16-column panels, each packed once and
+// run against all m rows.
+void gemm_int8(Int8MicroFn* micro, ThreadPool& pool, float* y, const QuantizedRows& x, int64_t m,
+               DType t, const void* w, int64_t n, bool accumulate);
 
 }  // namespace lmstack::kernels

@@ -6,7 +6,8 @@
 // Block-quantized weights (quant.h) take the integer GEMV of quant_gemv.h for decode-sized
 // M (activations quantized to int8 on the fly) and the same blocked GEMM for larger M, whose
 // B packing dequantizes them. Q4_0 repacked at load time (q4_0x16, quant_repack.h) has its own
-// GEMV; the GEMMs read it through a plain-Q4_0 copy made per call (plain_q4_0 below).
+// GEMV and int8 GEMM panels (gemm_int8.h); the f32 GEMM (no VNNI) reads it through a plain-Q4_0
+// copy made per call (plain_q4_0 below).
 #include <algorithm>
 #include <array>
 #include <span>
@@ -81,8 +82,8 @@ void gemv_many(GemvFn* gemv, QuantGemvFn* quant_gemv, ThreadPool& pool, const fl
                     any_quantized ? std::max<int64_t>(1, 8 / unit) : 16);
 }
 
-// The GEMMs' view of a weight: q4_0x16 copied back to plain Q4_0 rows into a per-thread scratch
-// (its bytes once per call, against the GEMM's m * n * k work); other types as they are.
+// The f32 GEMM's view of a weight: q4_0x16 copied back to plain Q4_0 rows into a per-thread
+// scratch (its bytes once per call, against the GEMM's m * n * k work); other types as they are.
 struct GemmWeight {
   DType dtype;
   const void* data;
@@ -115,6 +116,11 @@ void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, Int8MicroFn* int8_micro,
                 outs.subspan(at, std::min(kMaxGemvOuts, outs.size() - at)));
     return;
   }
+  // x quantized once for every weight the int8 GEMM takes (Q/K/V, gate/up share it).
+  const bool any_int8 = int8_micro && std::any_of(outs.begin(), outs.end(), [](const LinearOut& o) {
+                          return int8_gemm_supports(o.w->dtype());
+                        });
+  const QuantizedRows xq = any_int8 ? quantize_activations(x, m, k, &pool) : QuantizedRows{};
   for (const LinearOut& o : outs) {
     const int64_t n = o.w->dim(0);
     bool accumulate = o.accumulate;
@@ -126,11 +132,11 @@ void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, Int8MicroFn* int8_micro,
       accumulate = true;
     }
     if (k == 0) continue;  // an empty product: y is the bias (or kept)
-    const GemmWeight gw = plain_q4_0(pool, *o.w);
-    if (int8_micro && int8_gemm_supports(gw.dtype)) {
-      gemm_int8(int8_micro, pool, o.y, x, m, gw.dtype, gw.data, n, k, accumulate);
+    if (int8_micro && int8_gemm_supports(o.w->dtype())) {
+      gemm_int8(int8_micro, pool, o.y, xq, m, o.w->dtype(), o.w->raw_data(), n, accumulate);
       continue;
     }
+    const GemmWeight gw = plain_q4_0(pool, *o.w);
     gemm_blocked(pool, isa, m, n, k, 1.0f, x, k, false, weight_type(*o.w), gw.data, k, true, o.y, n,
                  accumulate);
   }

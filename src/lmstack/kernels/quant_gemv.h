@@ -8,8 +8,10 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "lmstack/core/dtype.h"
+#include "lmstack/kernels/variant.h"
 
 namespace lmstack::kernels {
 
@@ -35,12 +37,27 @@ QuantGemvFn quant_gemv_avx512_vnni;  // AVX-512 VL + VNNI
 QuantGemvFn quant_gemv_avx512;       // AVX-512 VL/BW, vpmaddubsw (no VNNI)
 QuantGemvFn quant_gemv_avx2;         // AVX2 + FMA + F16C
 
+// Quantizes `blocks` consecutive 32-element blocks of x by the rule above: per block 32 codes
+// into q, its scale into d, d * sum(q) into sum32 and the two half-block sums into sum16.
+using QuantizeBlocksFn = void(const float* x, int64_t blocks, int8_t* q, float* d, float* sum32,
+                              float* sum16);
+QuantizeBlocksFn quantize_blocks_avx2;  // bit-identical to the reference (same rounding)
+QuantizeBlocksFn quantize_blocks_ref;
+
 }  // namespace lmstack::kernels
+
+namespace lmstack {
+class ThreadPool;
+}
 
 namespace lmstack::kernels {
 
-// Quantizes the m rows of x [m, k] into `rows` (storage owned by the calling thread, reused
-// across calls; valid until its next call). k must be a multiple of 32.
-QuantizedRows quantize_activations(const float* x, int64_t m, int64_t k);
+std::span<const KernelVariant<QuantizeBlocksFn>> quantize_blocks_variants();
+
+// Quantizes the m rows of x [m, k] (storage owned by the calling thread, reused across calls;
+// valid until its next call). k must be a multiple of 32. With a pool, a large x (prefill) is
+// split over its threads.
+QuantizedRows quantize_activations(const float* x, int64_t m, int64_t k,
+                                   ThreadPool* pool = nullptr);
 
 }  // namespace lmstack::kernels

@@ -1,12 +1,15 @@
-// Activation quantization for the quantized GEMV (quant_gemv.h): one f32 scale per 32
-// elements, d = amax / 127 and q = round(x / d) (the Q8_0 rule, so an activation element is
-// off by at most d / 2). linear.cc quantizes x once per call (O(m k), against O(n k) weight
-// bytes) and splits the weight rows into contiguous ranges per thread.
+// Activation quantization for the quantized GEMV and the int8 GEMM (quant_gemv.h,
+// gemm_int8.h): one f32 scale per 32 elements, d = amax / 127 and q = round(x / d) (the Q8_0
+// rule, so an activation element is off by at most d / 2). linear.cc quantizes x once per call
+// (O(m k), against O(n k) weight bytes); in prefill that is m * k elements per layer input, so
+// it is vectorized and, for a large x, threaded.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "lmstack/core/cpu_features.h"
 #include "lmstack/core/error.h"
+#include "lmstack/core/thread_pool.h"
 #include "lmstack/kernels/quant_gemv.h"
 
 namespace lmstack::kernels {
@@ -34,21 +37,50 @@ void quantize_block(const float* x, int8_t* q, float* d, float* sum32, float* su
   sum16[1] = scale * static_cast<float>(s1);
 }
 
+bool avx2_ok() { return cpu_features().has_avx2_fma(); }
+bool always() { return true; }
+
+constexpr KernelVariant<QuantizeBlocksFn> kQuantizeBlocksVariants[] = {
+    {"avx2", quantize_blocks_avx2, avx2_ok},
+    {"ref", quantize_blocks_ref, always},
+};
+
+// Below this many elements one thread quantizes x (a decode step's k: a microsecond or less).
+constexpr int64_t kThreadedQuantizeElements = 1 << 16;
+
 }  // namespace
 
-QuantizedRows quantize_activations(const float* x, int64_t m, int64_t k) {
+void quantize_blocks_ref(const float* x, int64_t blocks, int8_t* q, float* d, float* sum32,
+                         float* sum16) {
+  for (int64_t b = 0; b < blocks; ++b)
+    quantize_block(x + 32 * b, q + 32 * b, d + b, sum32 + b, sum16 + 2 * b);
+}
+
+std::span<const KernelVariant<QuantizeBlocksFn>> quantize_blocks_variants() {
+  return kQuantizeBlocksVariants;
+}
+
+QuantizedRows quantize_activations(const float* x, int64_t m, int64_t k, ThreadPool* pool) {
   LMSTACK_CHECK(k % 32 == 0, "quantize_activations: k {} is not a multiple of 32", k);
+  static QuantizeBlocksFn* const quantize = pick_variant(quantize_blocks_variants());
   thread_local ActivationBuffers buf;
   const int64_t nb = k / 32;
   buf.q.resize(static_cast<size_t>(m * k));
   buf.d.resize(static_cast<size_t>(m * nb));
   buf.sum32.resize(static_cast<size_t>(m * nb));
   buf.sum16.resize(static_cast<size_t>(2 * m * nb));
-  for (int64_t r = 0; r < m; ++r)
-    for (int64_t b = 0; b < nb; ++b)
-      quantize_block(x + r * k + 32 * b, buf.q.data() + r * k + 32 * b, &buf.d[r * nb + b],
-                     &buf.sum32[r * nb + b], &buf.sum16[2 * (r * nb + b)]);
-  return {buf.q.data(), buf.d.data(), buf.sum32.data(), buf.sum16.data(), k};
+  // Rows are contiguous blocks, so any block range is one call. (The pointers are taken here:
+  // `buf` named inside the lambda would be the running thread's own thread_local.)
+  int8_t* q = buf.q.data();
+  float *d = buf.d.data(), *sum32 = buf.sum32.data(), *sum16 = buf.sum16.data();
+  const auto run = [=](int64_t b0, int64_t b1) {
+    quantize(x + 32 * b0, b1 - b0, q + 32 * b0, d + b0, sum32 + b0, sum16 + 2 * b0);
+  };
+  if (pool && pool->num_threads() > 1 && m * k >= kThreadedQuantizeElements)
+    pool->parallel_for(m * nb, run, 64);
+  else
+    run(0, m * nb);
+  return {q, d, sum32, sum16, k};
 }
 
 }  // namespace lmstack::kernels
