@@ -67,17 +67,17 @@ TEST(GemmInt8, PanelGivesBackTheDequantizedWeights) {
   EXPECT_FALSE(int8_gemm_supports(DType::kBF16));
 }
 
-// The VNNI microkernel against the reference over every row count, column tails and both
-// store modes, on rows ending at the last of x's m rows.
-void check_micro(const QuantizedRows& xq, int64_t m, int64_t n, const uint8_t* panel,
-                 std::mt19937& rng, std::string_view what) {
+// A microkernel against the reference over every row count, column tails (both 8-column halves
+// of the AVX2 kernel) and both store modes, on rows ending at the last of x's m rows.
+void check_micro(Int8MicroFn* micro, const QuantizedRows& xq, int64_t m, int64_t n,
+                 const uint8_t* panel, std::mt19937& rng, std::string_view what) {
   for (int mr = 1; mr <= kInt8MicroRows; ++mr) {
-    for (int nr : {1, 7, 16}) {
+    for (int nr : {1, 7, 8, 11, 16}) {
       for (bool add : {false, true}) {
         const int64_t row0 = m - mr;  // rows past 0: the kernel must offset x by row0
         std::vector<float> want = random_vec(mr * n, rng), got = want;
         int8_micro_ref(xq, row0, mr, panel, want.data(), n, nr, add);
-        int8_micro_avx512_vnni(xq, row0, mr, panel, got.data(), n, nr, add);
+        micro(xq, row0, mr, panel, got.data(), n, nr, add);
         for (size_t i = 0; i < want.size(); ++i)
           ASSERT_NEAR(got[i], want[i], 1e-5f * (1.0f + std::fabs(want[i])))
               << what << " mr " << mr << " nr " << nr << " add " << add << " at " << i;
@@ -99,8 +99,36 @@ TEST(GemmInt8, VnniMicrokernelMatchesReference) {
     pack_int8_panel(t, w.raw_data(), n, k, 0, panel.data());
     const std::vector<float> x = random_vec(m * k, rng);
     const QuantizedRows xq = quantize_activations(x.data(), m, k);
-    check_micro(xq, m, n, panel.data(), rng, dtype_name(t));
+    check_micro(int8_micro_avx512_vnni, xq, m, n, panel.data(), rng, dtype_name(t));
   }
+}
+
+// The AVX2 kernel sums 4-bit codes in int16: extreme codes (15) against extreme activations
+// (+-127 at every position) are its worst case, exact only below 2^15; random values besides.
+TEST(GemmInt8, Avx2MicrokernelMatchesReference) {
+  if (!cpu_features().has_avx2_fma()) GTEST_SKIP() << "no AVX2 here";
+  std::mt19937 rng(19);
+  ThreadPool pool(1);
+  const int64_t m = 13, n = 16, k = 256;
+  for (DType t : kTypes) {
+    if (!int8_gemm_fits_int16(t)) continue;
+    for (bool extreme : {false, true}) {
+      std::vector<float> src = random_vec(n * k, rng);
+      std::vector<float> x = random_vec(m * k, rng);
+      if (extreme) {  // weights at the block's largest magnitude, x all +-1 (q = +-127)
+        for (size_t i = 0; i < src.size(); ++i)
+          src[i] = i % 32 == 0 ? -1.0f : 0.875f;  // codes 0 and 15
+        for (size_t i = 0; i < x.size(); ++i) x[i] = (i / 7) % 2 ? 1.0f : -1.0f;
+      }
+      const Tensor w = quantize_matrix(pool, src.data(), n, k, t);
+      std::vector<uint8_t> panel(static_cast<size_t>(k / 32 * kInt8PanelBlockBytes));
+      pack_int8_panel(t, w.raw_data(), n, k, 0, panel.data());
+      const QuantizedRows xq = quantize_activations(x.data(), m, k);
+      check_micro(int8_micro_avx2, xq, m, n, panel.data(), rng,
+                  std::string(dtype_name(t)) + (extreme ? " extreme" : ""));
+    }
+  }
+  EXPECT_FALSE(int8_gemm_fits_int16(DType::kQ8_0));  // codes up to 255: int16 would saturate
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // linear() and embedding_lookup() over block-quantized weights: every supported linear variant
 // against the reference (dequantize with quant.h's codec, then a dot in double) for each quant
-// type, decode-sized M (the int8 GEMV, M <= 16) and prefill-sized M (with VNNI the int8 GEMM
-// of gemm_int8.h for all but Q6_K, else the blocked GEMM whose packing dequantizes), odd N
+// type, decode-sized M (the int8 GEMV, M <= 16) and prefill-sized M (the int8 GEMM of
+// gemm_int8.h: with VNNI for all but Q6_K, without for the 4-bit types; else the blocked GEMM
+// whose packing dequantizes), odd N
 // (tails of every row range and register tile) and K from one block to 2816 (tinyllama's
 // 5632 / 2). The int8 paths quantize activations to int8 per 32 elements, so their bound adds sum_b
 // (amax_b / 254) * sum_{i in b} |w_i| (ops.h); and, much tighter, it must equal the reference run
@@ -88,8 +89,8 @@ void check(const KernelVariant<LinearFn>& v, ThreadPool& pool, DType t, int64_t 
   v.fn(pool, x.data(), m, {&out, 1});
   // The GEMV (M <= 16) and, with VNNI, the int8 GEMM (gemm_int8.h) quantize x.
   const std::string name = v.name;
-  const bool int8_x =
-      name != "ref" && (m <= kGemvMaxRows || (name == "avx512_vnni" && int8_gemm_supports(t)));
+  const bool int8_gemm = name == "avx512_vnni" ? int8_gemm_supports(t) : int8_gemm_fits_int16(t);
+  const bool int8_x = name != "ref" && (m <= kGemvMaxRows || int8_gemm);
   std::vector<float> want_rounded = y0;
   const std::vector<float> xr = int8_x ? int8_rounded(x) : x;
   ref::linear(want_rounded.data(), xr.data(), w, m, bp, accumulate);

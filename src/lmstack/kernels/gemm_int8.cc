@@ -103,6 +103,8 @@ bool int8_gemm_supports(DType t) {
          t == DType::kInt4G32 || t == DType::kInt4G64 || t == DType::kInt4G128;
 }
 
+bool int8_gemm_fits_int16(DType t) { return int8_gemm_supports(t) && t != DType::kQ8_0; }
+
 void pack_int8_panel(DType t, const void* w, int64_t n, int64_t k, int64_t n0, uint8_t* panel) {
   const int64_t blocks = k / 32;
   const auto* wb = static_cast<const uint8_t*>(w);

@@ -2,10 +2,10 @@
 // (AVX-512 VNNI vpdpbusd: 64 multiply-adds per instruction against the f32 FMA's 16). The
 // activations are quantized to int8 per 32 elements exactly as the decode GEMV does
 // (quant_gemv.h), so prefill and decode see the same x; the f32 path instead dequantizes the
-// weights and multiplies in f32 (gemm_driver.cc), which stays for Q6_K (16-element scales) and
-// for CPUs without VNNI, where vpmaddubsw + vpmaddwd + add (3 ops per 32 MACs) plus the per-
-// block scaling leave little over 8-lane FMAs by instruction count (estimated, not measured:
-// no AVX2-only machine was at hand).
+// weights and multiplies in f32 (gemm_driver.cc), which stays for Q6_K (16-element scales) and,
+// on CPUs without VNNI, for Q8_0: there the AVX2 microkernel (vpmaddubsw, 32 multiply-adds per
+// instruction summed in int16, gemm_int8_avx2.cc) takes the 4-bit types, whose int16 sums
+// cannot saturate.
 //
 // Every supported type is written per 32-element block b of a weight row as unsigned codes
 // with one scale and one offset, w[32 b + i] = s_b * code_i + o_b (Q8_0: code = q + 128,
@@ -33,6 +33,10 @@ inline constexpr int64_t kInt8PanelBlockBytes = 32 * kInt8PanelCols + 2 * kInt8P
 // int4_g*).
 bool int8_gemm_supports(DType t);
 
+// Whether the AVX2 microkernel takes it: 4-bit codes (all but Q8_0), whose vpmaddubsw sums stay
+// exact in int16 (gemm_int8_avx2.cc).
+bool int8_gemm_fits_int16(DType t);
+
 // Packs weight rows [n0, n0 + 16) of w ([n, k] of type t, k a multiple of 32, n0 a multiple of
 // 16) into `panel` (k / 32 * kInt8PanelBlockBytes bytes). A Q4_0x16 group is the panel layout
 // already, its nibbles side by side (quant_blocks.h): its panel is the nibbles unpacked and the
@@ -45,7 +49,8 @@ inline constexpr int kInt8MicroRows = 12;
 using Int8MicroFn = void(const QuantizedRows& x, int64_t row0, int mr, const uint8_t* panel,
                          float* c, int64_t ldc, int nr, bool add);
 Int8MicroFn int8_micro_avx512_vnni;
-Int8MicroFn int8_micro_ref;  // scalar, the same arithmetic; the tests' reference
+Int8MicroFn int8_micro_avx2;  // vpmaddubsw + vpmaddwd; 4-bit codes only (int8_gemm_fits_int16)
+Int8MicroFn int8_micro_ref;   // scalar, the same arithmetic; the tests' reference
 
 }  // namespace lmstack::kernels
 

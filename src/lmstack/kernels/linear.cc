@@ -6,8 +6,9 @@
 // Block-quantized weights (quant.h) take the integer GEMV of quant_gemv.h for decode-sized
 // M (activations quantized to int8 on the fly) and the same blocked GEMM for larger M, whose
 // B packing dequantizes them. Q4_0 repacked at load time (q4_0x16, quant_repack.h) has its own
-// GEMV and int8 GEMM panels (gemm_int8.h); the f32 GEMM (no VNNI) reads it through a plain-Q4_0
-// copy made per call (plain_q4_0 below).
+// GEMV and int8 GEMM panels (gemm_int8.h: with VNNI for Q8_0 and the 4-bit types, without it
+// for the 4-bit types); the f32 GEMM reads it through a plain-Q4_0 copy made per call
+// (plain_q4_0 below).
 #include <algorithm>
 #include <array>
 #include <span>
@@ -101,8 +102,16 @@ GemmWeight plain_q4_0(ThreadPool& pool, const Tensor& w) {
   return {DType::kQ4_0, out};
 }
 
-// int8_micro: the int8 prefill GEMM's microkernel (gemm_int8.h), null where the ISA has none.
-void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, Int8MicroFn* int8_micro, const GemmIsa& isa,
+// The int8 prefill GEMM's microkernel (gemm_int8.h) and the weight types it takes.
+struct Int8Gemm {
+  Int8MicroFn* micro;
+  bool (*takes)(DType);
+  bool operator()(DType t) const { return micro && takes(t); }
+};
+constexpr Int8Gemm kVnniInt8{int8_micro_avx512_vnni, int8_gemm_supports};
+constexpr Int8Gemm kAvx2Int8{int8_micro_avx2, int8_gemm_fits_int16};
+
+void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, const Int8Gemm& int8, const GemmIsa& isa,
                  ThreadPool& pool, const float* x, int64_t m, std::span<const LinearOut> outs) {
   if (m <= 0 || outs.empty()) return;
   const int64_t k = outs[0].w->dim(1);
@@ -117,9 +126,8 @@ void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, Int8MicroFn* int8_micro,
     return;
   }
   // x quantized once for every weight the int8 GEMM takes (Q/K/V, gate/up share it).
-  const bool any_int8 = int8_micro && std::any_of(outs.begin(), outs.end(), [](const LinearOut& o) {
-                          return int8_gemm_supports(o.w->dtype());
-                        });
+  const bool any_int8 =
+      std::any_of(outs.begin(), outs.end(), [&](const LinearOut& o) { return int8(o.w->dtype()); });
   const QuantizedRows xq = any_int8 ? quantize_activations(x, m, k, &pool) : QuantizedRows{};
   for (const LinearOut& o : outs) {
     const int64_t n = o.w->dim(0);
@@ -132,8 +140,8 @@ void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, Int8MicroFn* int8_micro,
       accumulate = true;
     }
     if (k == 0) continue;  // an empty product: y is the bias (or kept)
-    if (int8_micro && int8_gemm_supports(o.w->dtype())) {
-      gemm_int8(int8_micro, pool, o.y, xq, m, o.w->dtype(), o.w->raw_data(), n, accumulate);
+    if (int8(o.w->dtype())) {
+      gemm_int8(int8.micro, pool, o.y, xq, m, o.w->dtype(), o.w->raw_data(), n, accumulate);
       continue;
     }
     const GemmWeight gw = plain_q4_0(pool, *o.w);
@@ -144,16 +152,15 @@ void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, Int8MicroFn* int8_micro,
 
 void linear_avx512_vnni(ThreadPool& pool, const float* x, int64_t m,
                         std::span<const LinearOut> outs) {
-  linear_with(gemv_avx512, quant_gemv_avx512_vnni, int8_micro_avx512_vnni, kGemmIsaAvx512, pool, x,
-              m, outs);
+  linear_with(gemv_avx512, quant_gemv_avx512_vnni, kVnniInt8, kGemmIsaAvx512, pool, x, m, outs);
 }
 
 void linear_avx512(ThreadPool& pool, const float* x, int64_t m, std::span<const LinearOut> outs) {
-  linear_with(gemv_avx512, quant_gemv_avx512, nullptr, kGemmIsaAvx512, pool, x, m, outs);
+  linear_with(gemv_avx512, quant_gemv_avx512, kAvx2Int8, kGemmIsaAvx512, pool, x, m, outs);
 }
 
 void linear_avx2(ThreadPool& pool, const float* x, int64_t m, std::span<const LinearOut> outs) {
-  linear_with(gemv_avx2, quant_gemv_avx2, nullptr, kGemmIsaAvx2, pool, x, m, outs);
+  linear_with(gemv_avx2, quant_gemv_avx2, kAvx2Int8, kGemmIsaAvx2, pool, x, m, outs);
 }
 
 void linear_ref_variant(ThreadPool&, const float* x, int64_t m, std::span<const LinearOut> outs) {
