@@ -85,6 +85,12 @@ inline VecF fma_f(VecF a, VecF b, VecF c) { return _mm256_fmadd_ps(a, b, c); }
 inline VecF fnma_f(VecF a, VecF b, VecF c) { return _mm256_fnmadd_ps(a, b, c); }
 #endif
 
+// Bytes ahead of the block being read that group_dot prefetches (past a group's end: the next
+// group's scales and codes, which follow it in memory). Measured on Zen 4 (smollm-135m q4_0
+// decode, one thread): 4096 gives 138-139 tok/s, 1024 131-135, none 113-131; at two threads
+// within noise (~3%).
+constexpr int64_t kPrefetchAhead = 4096;
+
 // Activation bytes 4i..4i+3 of a block, the same in every lane.
 inline VecI bcast4(const int8_t* xb, int i) {
   int32_t v;
@@ -118,6 +124,8 @@ void group_dot(const uint8_t* group, int64_t nb, int half, const QuantizedRows& 
   for (int r = 0; r < MT; ++r) acc[r] = corr[r] = zero_f();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = codes + b * qblock::kQ4_0x16BlockCodeBytes;
+    for (int line = 0; line < 4; ++line)
+      _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchAhead + 64 * line), _MM_HINT_T0);
     VecI u[8];
     for (int v = 0; v < 4; ++v) {
       const VecI raw = load_i(blk + 64 * v);
