@@ -80,9 +80,9 @@ float* panel_scales(uint8_t* pb) { return reinterpret_cast<float*>(pb + 32 * kIn
 void pack_q4_0x16_group(const uint8_t* group, int64_t blocks, uint8_t* panel) {
   constexpr int kRows = qblock::kQ4_0x16Rows;
   static_assert(kRows == kInt8PanelCols && qblock::kQ4_0x16BlockCodeBytes == 16 * kRows);
-  const uint8_t* codes = group + blocks * 2 * kRows;
   for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* src = codes + b * qblock::kQ4_0x16BlockCodeBytes;
+    const uint8_t* src = group + qblock::q4_0x16_codes_at(blocks, b);
+    const uint8_t* scales = group + qblock::q4_0x16_scales_at(blocks, b);
     uint8_t* pb = panel + b * kInt8PanelBlockBytes;
     for (int i = 0; i < qblock::kQ4_0x16BlockCodeBytes; ++i) {
       pb[i] = src[i] & 15;
@@ -90,7 +90,7 @@ void pack_q4_0x16_group(const uint8_t* group, int64_t blocks, uint8_t* panel) {
     }
     float* so = panel_scales(pb);
     for (int c = 0; c < kRows; ++c) {
-      so[c] = f16_to_f32(qblock::load_u16(group + 2 * (kRows * b + c)));
+      so[c] = f16_to_f32(qblock::load_u16(scales + 2 * c));
       so[kInt8PanelCols + c] = -8.0f * so[c];
     }
   }

@@ -118,12 +118,10 @@ inline VecI block_dot(const VecI u[8], const int8_t* xb) {
 // with activation rows r < MT.
 template <int MT>
 void group_dot(const uint8_t* group, int64_t nb, int half, const QuantizedRows& x, VecF out[MT]) {
-  const uint8_t* scales = group + 2 * kLanes * half;
-  const uint8_t* codes = group + nb * 2 * qblock::kQ4_0x16Rows + 4 * kLanes * half;
   VecF acc[MT], corr[MT];
   for (int r = 0; r < MT; ++r) acc[r] = corr[r] = zero_f();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = codes + b * qblock::kQ4_0x16BlockCodeBytes;
+    const uint8_t* blk = group + qblock::q4_0x16_codes_at(nb, b) + 4 * kLanes * half;
     for (int line = 0; line < 4; ++line)
       _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchAhead + 64 * line), _MM_HINT_T0);
     VecI u[8];
@@ -132,7 +130,7 @@ void group_dot(const uint8_t* group, int64_t nb, int half, const QuantizedRows& 
       u[v] = low_nibbles(raw);
       u[v + 4] = high_nibbles(raw);
     }
-    const VecF dw = load_f16(scales + 2 * qblock::kQ4_0x16Rows * b);
+    const VecF dw = load_f16(group + qblock::q4_0x16_scales_at(nb, b) + 2 * kLanes * half);
     for (int r = 0; r < MT; ++r) {
       const VecI isum = block_dot(u, x.q + r * x.k + 32 * b);
       acc[r] = fma_f(to_f(isum), mul_f(dw, set1_f(x.d[r * nb + b])), acc[r]);

@@ -10,14 +10,13 @@ namespace lmstack::kernels {
 namespace {
 
 using qblock::kQ4_0Bytes;
-using qblock::kQ4_0x16BlockCodeBytes;
 using qblock::kQ4_0x16Rows;
 
 // Byte offsets inside a group of 16 rows (nb blocks a row): row j's scale of block b, and its
 // code word v of block b (4 bytes, plain bytes 2 + 4v.. of the block).
-int64_t scale_at(int64_t b, int j) { return 2 * (kQ4_0x16Rows * b + j); }
+int64_t scale_at(int64_t nb, int64_t b, int j) { return qblock::q4_0x16_scales_at(nb, b) + 2 * j; }
 int64_t word_at(int64_t nb, int64_t b, int v, int j) {
-  return nb * 2 * kQ4_0x16Rows + b * kQ4_0x16BlockCodeBytes + 64 * v + 4 * j;
+  return qblock::q4_0x16_codes_at(nb, b) + 64 * v + 4 * j;
 }
 
 // Whether row r of n sits in a full interleaved group, and that group's offset.
@@ -46,7 +45,7 @@ void q4_0x16_rows_to_q4_0(const uint8_t* packed, int64_t n, int64_t k, int64_t r
     }
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* blk = out + b * kQ4_0Bytes;
-      std::memcpy(blk, packed + p.at + scale_at(b, p.j), 2);
+      std::memcpy(blk, packed + p.at + scale_at(nb, b, p.j), 2);
       for (int v = 0; v < 4; ++v)
         std::memcpy(blk + 2 + 4 * v, packed + p.at + word_at(nb, b, v, p.j), 4);
     }
@@ -64,7 +63,7 @@ void repack_q4_0x16(const uint8_t* plain, int64_t n, int64_t k, uint8_t* packed)
     }
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = in + b * kQ4_0Bytes;
-      std::memcpy(packed + p.at + scale_at(b, p.j), blk, 2);
+      std::memcpy(packed + p.at + scale_at(nb, b, p.j), blk, 2);
       for (int v = 0; v < 4; ++v)
         std::memcpy(packed + p.at + word_at(nb, b, v, p.j), blk + 2 + 4 * v, 4);
     }
