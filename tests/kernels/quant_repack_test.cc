@@ -5,9 +5,9 @@
 //   so the bound is 1e-5 of the sum of |x w| terms), over n with tails (n < 16, n % 16 != 0),
 //   K from one block to 1536, M = 1..5, bias and accumulate;
 // - each ISA's leaf kernel over row ranges that start and end inside a group of 16;
-// - the prefill GEMMs (M > 16) give the plain weight's result bit for bit (the int8 GEMM packs
-//   its panels from the groups directly, the f32 one reads a plain copy), and a group's int8
-//   panel is byte for byte the plain rows' panel.
+// - prefill (M > 16) gives the plain weight's result bit for bit (the int8 GEMM packs its
+//   panels from the groups directly), and a group's int8 panel is byte for byte the plain
+//   rows' panel.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -176,7 +176,7 @@ TEST(QuantRepack, LeafKernelsOverRangesInsideGroups) {
   }
 }
 
-TEST(QuantRepack, PrefillGemmReadsThePlainRowsBitForBit) {
+TEST(QuantRepack, PrefillGemmEqualsThePlainWeightBitForBit) {
   std::mt19937 rng(17);
   ThreadPool pool(2);
   for (const auto& v : linear_variants()) {

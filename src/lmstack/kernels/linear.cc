@@ -5,14 +5,12 @@
 // bf16/f16 weights to f32 panels once per call and runs an f32 FMA microkernel.
 // Block-quantized weights (quant.h) take the integer GEMV of quant_gemv.h for decode-sized
 // M (activations quantized to int8 on the fly) and the same blocked GEMM for larger M, whose
-// B packing dequantizes them. Q4_0 repacked at load time (q4_0x16, quant_repack.h) has its own
-// GEMV and int8 GEMM panels (gemm_int8.h: with VNNI for Q8_0 and the 4-bit types, without it
-// for the 4-bit types); the f32 GEMM reads it through a plain-Q4_0 copy made per call
-// (plain_q4_0 below).
+// B packing dequantizes them, except where the int8 GEMM (gemm_int8.h) takes them: with VNNI
+// Q8_0 and the 4-bit types, without it the 4-bit types. Q4_0 repacked at load time (q4_0x16,
+// quant_repack.h) has its own GEMV, and the int8 GEMM packs its panels from the groups.
 #include <algorithm>
 #include <array>
 #include <span>
-#include <vector>
 
 #include "lmstack/core/cpu_features.h"
 #include "lmstack/core/error.h"
@@ -22,7 +20,6 @@
 #include "lmstack/kernels/ops.h"
 #include "lmstack/kernels/ops_ref.h"
 #include "lmstack/kernels/quant_gemv.h"
-#include "lmstack/kernels/quant_repack.h"
 
 namespace lmstack::kernels {
 namespace {
@@ -37,7 +34,7 @@ using GemvFn = void(WeightType, const void*, int64_t, int64_t, int64_t, const fl
 
 WeightType weight_type(const Tensor& w) {
   LMSTACK_CHECK(w.rank() == 2, "linear: weight must be 2-D, got {}", w.shape().str());
-  if (w.dtype() == DType::kQ4_0x16) return WeightType::kQ4_0;  // read as Q4_0 by the GEMMs
+  if (w.dtype() == DType::kQ4_0x16) return WeightType::kQ4_0;  // its GEMV and int8 GEMM only
   for (int i = 0; i < kNumWeightTypes; ++i)
     if (kWeightTypeDType[i] == w.dtype()) return static_cast<WeightType>(i);
   LMSTACK_CHECK(false, "linear: unsupported weight dtype {}", dtype_name(w.dtype()));
@@ -83,25 +80,6 @@ void gemv_many(GemvFn* gemv, QuantGemvFn* quant_gemv, ThreadPool& pool, const fl
                     any_quantized ? std::max<int64_t>(1, 8 / unit) : 16);
 }
 
-// The f32 GEMM's view of a weight: q4_0x16 copied back to plain Q4_0 rows into a per-thread
-// scratch (its bytes once per call, against the GEMM's m * n * k work); other types as they are.
-struct GemmWeight {
-  DType dtype;
-  const void* data;
-};
-GemmWeight plain_q4_0(ThreadPool& pool, const Tensor& w) {
-  if (w.dtype() != DType::kQ4_0x16) return {w.dtype(), w.raw_data()};
-  thread_local std::vector<uint8_t> scratch;
-  scratch.resize(static_cast<size_t>(w.nbytes()));
-  const int64_t n = w.dim(0), k = w.dim(1), row_bytes = w.row_bytes();
-  const auto* packed = static_cast<const uint8_t*>(w.raw_data());
-  uint8_t* out = scratch.data();
-  pool.parallel_for(n, [&](int64_t r0, int64_t r1) {
-    q4_0x16_rows_to_q4_0(packed, n, k, r0, r1, out + r0 * row_bytes);
-  });
-  return {DType::kQ4_0, out};
-}
-
 // The int8 prefill GEMM's microkernel (gemm_int8.h) and the weight types it takes.
 struct Int8Gemm {
   Int8MicroFn* micro;
@@ -144,9 +122,10 @@ void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, const Int8Gemm& int8, co
       gemm_int8(int8.micro, pool, o.y, xq, m, o.w->dtype(), o.w->raw_data(), n, accumulate);
       continue;
     }
-    const GemmWeight gw = plain_q4_0(pool, *o.w);
-    gemm_blocked(pool, isa, m, n, k, 1.0f, x, k, false, weight_type(*o.w), gw.data, k, true, o.y, n,
-                 accumulate);
+    // Every SIMD variant's int8 GEMM takes q4_0x16, so only row-contiguous types get here.
+    LMSTACK_CHECK(o.w->dtype() != DType::kQ4_0x16, "linear: q4_0x16 reached the f32 GEMM");
+    gemm_blocked(pool, isa, m, n, k, 1.0f, x, k, false, weight_type(*o.w), o.w->raw_data(), k, true,
+                 o.y, n, accumulate);
   }
 }
 

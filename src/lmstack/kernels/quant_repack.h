@@ -4,8 +4,9 @@
 // the 16 row scales loaded as one vector, 16 outputs stored as one vector with no horizontal
 // sums. Why a new dtype rather than a flag: kernels dispatch on the dtype already, and a
 // kQ4_0x16 tensor cannot be mistaken for row-contiguous Q4_0 by code that slices or writes rows.
-// Prefill reads it back through q4_0x16_rows_to_q4_0 (linear.cc), dequantize_rows() reads it
-// (quant.cc), and repacking is a permutation of bytes: no value changes.
+// Prefill's int8 GEMM packs its panels from the groups (gemm_int8.h), dequantize_rows() reads
+// rows back through q4_0x16_rows_to_q4_0 (quant.cc), and repacking is a permutation of bytes:
+// no value changes.
 #pragma once
 
 #include <cstdint>
