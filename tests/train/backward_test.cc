@@ -70,7 +70,7 @@ TEST(BackwardTest, Linear) {
   ThreadPool pool(2);
   std::vector<float> dx(x.size(), 0.5f), dw(w.size(), 0.0f), db(b.size(), 0.0f);
   linear_backward(pool, dx.data(), dw.data(), db.data(), g.data(), x.data(),
-                  Tensor::from_f32({n, k}, w), m, nullptr);
+                  Tensor::from_f32({n, k}, w), m);
   for (float& v : dx) v -= 0.5f;  // accumulates onto what was there
   EXPECT_TRUE(test::all_close(
       dx, numeric_grad(to_f64(x), [&](const Vec& v) { return ref(v, to_f64(w), to_f64(b)); }),

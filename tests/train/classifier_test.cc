@@ -58,12 +58,11 @@ double unfused(ThreadPool& pool, std::vector<float>& dx, std::vector<float>& dw,
                std::vector<float>& losses, const std::vector<float>& x, const Tensor& w,
                const std::vector<int32_t>& targets, int64_t rows, float grad_scale) {
   const int64_t vocab = w.dim(0);
-  std::vector<float> logits(static_cast<size_t>(rows * vocab)), scratch(w.numel());
+  std::vector<float> logits(static_cast<size_t>(rows * vocab));
   linear_forward(pool, logits.data(), x.data(), w, rows);
   const double total = cross_entropy_forward_backward(logits.data(), losses.data(), targets.data(),
                                                       rows, vocab, grad_scale);
-  linear_backward(pool, dx.data(), dw.data(), nullptr, logits.data(), x.data(), w, rows,
-                  scratch.data());
+  linear_backward(pool, dx.data(), dw.data(), nullptr, logits.data(), x.data(), w, rows);
   return total;
 }
 

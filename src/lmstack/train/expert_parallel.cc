@@ -124,7 +124,6 @@ void ExpertParallelMoe::backward(ThreadPool& pool, int layer, MoeGradScratch& s,
   const int64_t R = l.x.num_recv_rows, fe = config_.moe.expert_intermediate;
   grow(l.grad.dye, R * C), grow(l.grad.dxe, R * C);
   grow(l.grad.dgate, R * fe), grow(l.grad.dup, R * fe), grow(l.grad.dact, R * fe);
-  l.grad.weight_scratch = s.weight_scratch;
   ep_dispatch(comm_, l.x, fp(s.dye), fp(l.grad.dye), C, scratch_);
   model::MoeLayerWeights lg = local_view(g);
   moe_experts_backward(pool, l.grad, lg, l.acts, l.x.local_offsets, local_view(w), C);

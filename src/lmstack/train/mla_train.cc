@@ -131,7 +131,7 @@ void latent_backward(ThreadPool& pool, const MlaActs& a, MlaScratch& s, const Ml
   rope(dkv, l, d, 1, d.cw, d.r, true);
   zero(s.dc);
   linear_backward(pool, fp(s.dc), l.grads.mla->kv_b.data<float>(), nullptr, dkvb, fp(a.cn),
-                  l.compute.mla->kv_b, d.N, l.weight_scratch);
+                  l.compute.mla->kv_b, d.N);
   // kv_a_layernorm's backward accumulates into a zeroed dc', then copied into s.kv's head
   std::vector<float> dc_raw(static_cast<size_t>(d.N * d.r), 0.0f);
   rmsnorm_backward(dc_raw.data(), l.grads.mla->kv_a_norm.data<float>(), fp(s.dc), fp(a.c),
@@ -146,18 +146,17 @@ void queries_backward(ThreadPool& pool, float* dn1, const float* n1, const MlaAc
                       MlaScratch& s, const MlaTrainLayer& l, const Dims& d) {
   rope(fp(s.dq), l, d, d.H, d.qk, d.dn, true);
   if (d.qr == 0) {
-    linear_backward(pool, dn1, l.grads.wq.data<float>(), nullptr, fp(s.dq), n1, l.compute.wq, d.N,
-                    l.weight_scratch);
+    linear_backward(pool, dn1, l.grads.wq.data<float>(), nullptr, fp(s.dq), n1, l.compute.wq, d.N);
     return;
   }
   zero(s.dqan);
   linear_backward(pool, fp(s.dqan), l.grads.wq.data<float>(), nullptr, fp(s.dq), fp(a.qan),
-                  l.compute.wq, d.N, l.weight_scratch);
+                  l.compute.wq, d.N);
   zero(s.dqa);
   rmsnorm_backward(fp(s.dqa), l.grads.mla->q_a_norm.data<float>(), fp(s.dqan), fp(a.qa),
                    l.master.mla->q_a_norm.data<float>(), fp(a.qa_rstd), d.N, d.qr);
   linear_backward(pool, dn1, l.grads.mla->q_a.data<float>(), nullptr, fp(s.dqa), n1,
-                  l.compute.mla->q_a, d.N, l.weight_scratch);
+                  l.compute.mla->q_a, d.N);
 }
 
 }  // namespace
@@ -224,7 +223,7 @@ void mla_train_backward(ThreadPool& pool, float* dn1, const float* n1, const Mla
                      fp(a.out), attention_dims(l, d));
   latent_backward(pool, a, s, l, d);
   linear_backward(pool, dn1, l.grads.mla->kv_a.data<float>(), nullptr, fp(s.kv), n1,
-                  l.compute.mla->kv_a, d.N, l.weight_scratch);
+                  l.compute.mla->kv_a, d.N);
   queries_backward(pool, dn1, n1, a, s, l, d);
 }
 

@@ -52,7 +52,6 @@ struct MlaTrainLayer {
   int layer = 0, batch = 0, seq = 0;
   const int32_t* positions = nullptr;  // [N]: t of row b·seq + t
   const float* inv_freq = nullptr;     // [qk_rope_head_dim / 2]
-  float* weight_scratch = nullptr;     // bf16 compute: room for the largest matrix, else null
 };
 
 // a.att = MLA attention of n1 [N, C] (o_proj not applied); saves the rest of `a` for the backward.

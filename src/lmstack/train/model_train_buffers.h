@@ -37,7 +37,7 @@ struct TrainModel::Buffers {
   HostBuffer logits_chunk;  // [chunk, V]: the fused classifier's rows (backward/classifier.cc)
   // backward scratch
   HostBuffer norm_partial;  // [threads, 2, C]: per-thread norm weight/bias gradients
-  HostBuffer dx, dn, dq, dk, dv, dq2, dk2, datt, dgate, dup, dact, weight_scratch;
+  HostBuffer dx, dn, dq, dk, dv, dq2, dk2, datt, dgate, dup, dact;
   MlaScratch mla;  // MLA forward temporaries and attention gradients
   // MoE: per layer and expert, the rows routed and Σ softmax probabilities of the last
   // forward ([L, E]); the aux loss's gradient per probability ([E], empty: none); scratch.

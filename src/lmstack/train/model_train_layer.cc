@@ -54,9 +54,8 @@ int64_t TrainModel::Buffers::bytes() const {
   for (const LayerActs& a : layers) total += a.moe.bytes();
   total += moe_grad.bytes() + static_cast<int64_t>(expert_tokens.capacity() * sizeof(int64_t) +
                                                    expert_prob_sum.capacity() * sizeof(double));
-  for (const HostBuffer* h :
-       {&nf, &nf_mean, &nf_rstd, &logits, &logits_chunk, &losses, &dx, &dn, &norm_partial, &dq, &dk,
-        &dv, &dq2, &dk2, &datt, &dgate, &dup, &dact, &weight_scratch})
+  for (const HostBuffer* h : {&nf, &nf_mean, &nf_rstd, &logits, &logits_chunk, &losses, &dx, &dn,
+                              &norm_partial, &dq, &dk, &dv, &dq2, &dk2, &datt, &dgate, &dup, &dact})
     add(*h);
   return total;
 }
@@ -124,11 +123,6 @@ void TrainModel::ensure_buffers(int batch, int seq) {
     b->datt = floats(n * qd);
   if (c.qk_norm) b->dq2 = floats(n * qd), b->dk2 = floats(n * kvd);
   b->dgate = floats(n * f), b->dup = floats(n * f), b->dact = floats(n * f);
-  if (options_.compute_dtype != DType::kF32) {
-    int64_t largest = 0;
-    for (const ParamRef& p : params_) largest = std::max(largest, p.value->numel());
-    b->weight_scratch = floats(largest);
-  }
   buf_ = std::move(b);
 }
 
@@ -186,8 +180,7 @@ void TrainModel::linear_forward(float* y, const float* x, const Tensor& w, const
 
 void TrainModel::linear_backward(float* dx, Tensor& dw, Tensor& db, const float* dy, const float* x,
                                  const Tensor& w, int64_t rows) {
-  train::linear_backward(pool_, dx, dw.data<float>(), mut_or_null(db), dy, x, w, rows,
-                         fptr(buf_->weight_scratch));
+  train::linear_backward(pool_, dx, dw.data<float>(), mut_or_null(db), dy, x, w, rows);
 }
 
 // RoPE on x [rows, heads, D] in place (backward: its transpose), rows split over the pool.
@@ -291,7 +284,6 @@ void TrainModel::layer_backward(int l, int batch, int seq, float* dx) {
   Tensor none;
   std::memset(b.dn.data(), 0, static_cast<size_t>(n * c.hidden_size) * sizeof(float));
   if (c.moe.is_sparse(l)) {
-    b.moe_grad.weight_scratch = b.weight_scratch.size() > 0 ? fptr(b.weight_scratch) : nullptr;
     moe_mlp_backward(
         pool_, fptr(b.dn), *g.moe, dx, fptr(a.n2), n, c, moe_compute_weights(*w.moe, *m.moe), a.moe,
         b.moe_aux_dprob.empty() ? nullptr : b.moe_aux_dprob.data(), b.moe_grad, moe_runner_, l);
@@ -389,16 +381,8 @@ void TrainModel::attention_backward_block(int l, int batch, int seq, float* dx) 
 MlaTrainLayer TrainModel::mla_layer(int l, int batch, int seq) {
   const auto i = static_cast<size_t>(l);
   return MlaTrainLayer{
-      config_,
-      compute_.layers[i],
-      master_.layers[i],
-      grads_.layers[i],
-      l,
-      batch,
-      seq,
-      buf_->positions.data(),
-      inv_freq_.data(),
-      options_.compute_dtype == DType::kF32 ? nullptr : fptr(buf_->weight_scratch)};
+      config_, compute_.layers[i],     master_.layers[i], grads_.layers[i], l, batch,
+      seq,     buf_->positions.data(), inv_freq_.data()};
 }
 
 // The MLA twin of the dense path above: o_proj, MLA (train/mla_train.cc), attention norm.

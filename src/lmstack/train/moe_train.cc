@@ -45,15 +45,14 @@ void swiglu_forward(ThreadPool& pool, float* y, float* gate, float* up, float* a
 void swiglu_train_backward(ThreadPool& pool, float* dx, Tensor& gg, Tensor& gu, Tensor& gd,
                            const float* dy, const float* x, const float* gate, const float* up,
                            const float* act, int64_t n, const Tensor& wg, const Tensor& wu,
-                           const Tensor& wd, float* dact, float* dgate, float* dup,
-                           float* scratch) {
+                           const Tensor& wd, float* dact, float* dgate, float* dup) {
   const int64_t f = wg.dim(0), c = wg.dim(1);
   std::memset(dact, 0, at(n * f) * sizeof(float));
-  linear_backward(pool, dact, gd.data<float>(), nullptr, dy, act, wd, n, scratch);
+  linear_backward(pool, dact, gd.data<float>(), nullptr, dy, act, wd, n);
   swiglu_backward(dgate, dup, dact, gate, up, n * f);
   std::memset(dx, 0, at(n * c) * sizeof(float));
-  linear_backward(pool, dx, gg.data<float>(), nullptr, dgate, x, wg, n, scratch);
-  linear_backward(pool, dx, gu.data<float>(), nullptr, dup, x, wu, n, scratch);
+  linear_backward(pool, dx, gg.data<float>(), nullptr, dgate, x, wg, n);
+  linear_backward(pool, dx, gu.data<float>(), nullptr, dup, x, wu, n);
 }
 
 void shared_forward(ThreadPool& pool, float* out, const float* h, int64_t rows, int64_t C,
@@ -91,12 +90,12 @@ void shared_backward(ThreadPool& pool, float* dh, model::MoeLayerWeights& g, con
       dlogit[at(t)] = static_cast<float>(dot) * sg * (1.0f - sg);
     }
     linear_backward(pool, dh, g.shared_expert_gate.data<float>(), nullptr, dlogit.data(), h,
-                    w.shared_expert_gate, rows, nullptr);
+                    w.shared_expert_gate, rows);
   }
   std::vector<float> dx(at(rows * C));
   swiglu_train_backward(pool, dx.data(), g.shared_gate, g.shared_up, g.shared_down, dsy, h,
                         fp(a.s_gate), fp(a.s_up), fp(a.s_act), rows, w.shared_gate, w.shared_up,
-                        w.shared_down, fp(s.ds_act), fp(s.ds_gate), fp(s.ds_up), s.weight_scratch);
+                        w.shared_down, fp(s.ds_act), fp(s.ds_gate), fp(s.ds_up));
   kernels::add_inplace(dh, dx.data(), rows * C);
 }
 
@@ -182,7 +181,7 @@ void moe_experts_backward(ThreadPool& pool, MoeGradScratch& s, model::MoeLayerWe
                           fp(s.dye) + b * C, fp(a.xe) + b * C, fp(a.gate) + b * fe,
                           fp(a.up) + b * fe, fp(a.act) + b * fe, n, w.w_gate[e], w.w_up[e],
                           w.w_down[e], fp(s.dact) + b * fe, fp(s.dgate) + b * fe,
-                          fp(s.dup) + b * fe, s.weight_scratch);
+                          fp(s.dup) + b * fe);
   }
 }
 
@@ -296,8 +295,7 @@ void moe_mlp_backward(ThreadPool& pool, float* dh, model::MoeLayerWeights& g, co
   moe_dispatch_backward(dh, fp(s.dxe), a.order, cfg.top_k, C);
   moe_router_backward(s.dlogits.data(), s.dweight.data(), a.logits.data(), a.routing, rows, cfg,
                       aux_dprob);
-  linear_backward(pool, dh, g.router.data<float>(), nullptr, s.dlogits.data(), h, w.router, rows,
-                  nullptr);
+  linear_backward(pool, dh, g.router.data<float>(), nullptr, s.dlogits.data(), h, w.router, rows);
 }
 
 model::MoeLayerWeights moe_compute_weights(const model::MoeLayerWeights& compute,

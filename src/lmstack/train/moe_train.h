@@ -39,8 +39,6 @@ struct MoeGradScratch {
   HostBuffer dxe, dye, dgate, dup, dact;    // [P, C], [P, C], [P, Fe] x3
   HostBuffer ds_gate, ds_up, ds_act, ds_y;  // [N, Fs] x3, [N, C]
   std::vector<float> dweight, dlogits;      // [N, k], [N, E]
-  float* weight_scratch =
-      nullptr;  // linear_backward's widening buffer for bf16 experts (not owned)
 
   void allocate(const model::ModelConfig& c, int64_t rows);
   int64_t bytes() const;
@@ -82,8 +80,7 @@ void moe_mlp_forward(ThreadPool& pool, float* out, const float* h, int64_t rows,
                      int64_t* tokens_per_expert, double* prob_sum,
                      MoeExpertRunner* runner = nullptr, int layer = 0);
 
-// dh[N, C] += ∂L/∂h and g's tensors += ∂L/∂w (router, experts, shared) from dy = ∂L/∂out;
-// bf16 expert weights need s.weight_scratch.
+// dh[N, C] += ∂L/∂h and g's tensors += ∂L/∂w (router, experts, shared) from dy = ∂L/∂out.
 // aux_dprob[E] (may be null) adds Σ_rows Σ_e aux_dprob[e] · softmax(logits)_e to the loss
 // (the load-balancing term, moe_aux_loss). The selection itself has no gradient, nor does
 // V3's score bias (selection only).

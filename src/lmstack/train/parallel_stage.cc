@@ -274,7 +274,7 @@ void StageModel::head_backward(Acts& a, float* dx) {
   std::memset(dn, 0, static_cast<size_t>(n * c) * sizeof(float));
   const float* nf = gather_rows(a.nf.data(), n, kScratchGather);  // SP: gathered again
   linear_backward(pool_, dn, grads_.lm_head.data<float>(), nullptr, a.dlogits.data(), nf,
-                  master_.lm_head, n, nullptr);
+                  master_.lm_head, n);
   const float* dn_mine = reduce_rows(dn, n);  // operator f of the column-parallel lm_head
   rmsnorm_backward(dx, grads_.final_norm.data<float>(), dn_mine, a.x.back().data(),
                    master_.final_norm.data<float>(), a.nf_rstd.data(), local_rows(n), c);

@@ -94,13 +94,12 @@ void StageModel::layer_backward(int l, Acts& a, float* dx) {
   float* dn = scratch(kScratchDn, n * hid);
   const float* dy = gather_rows(dx, n, kScratchGatherDy);  // backward of g
   zero(dact, nf);
-  linear_backward(pool_, dact, g.w_down.data<float>(), nullptr, dy, s.act.data(), w.w_down, n,
-                  nullptr);
+  linear_backward(pool_, dact, g.w_down.data<float>(), nullptr, dy, s.act.data(), w.w_down, n);
   swiglu_backward(dgate, dup, dact, s.gate.data(), s.up.data(), nf);
   const float* n2 = gather_rows(s.n2.data(), n, kScratchGather);
   zero(dn, n * hid);
-  linear_backward(pool_, dn, g.w_up.data<float>(), nullptr, dup, n2, w.w_up, n, nullptr);
-  linear_backward(pool_, dn, g.w_gate.data<float>(), nullptr, dgate, n2, w.w_gate, n, nullptr);
+  linear_backward(pool_, dn, g.w_up.data<float>(), nullptr, dup, n2, w.w_up, n);
+  linear_backward(pool_, dn, g.w_gate.data<float>(), nullptr, dgate, n2, w.w_gate, n);
   const float* dn_mine = reduce_rows(dn, n);  // f: summed over the column slices
   rmsnorm_backward(dx, g.mlp_norm.data<float>(), dn_mine, s.x_mid.data(), w.mlp_norm.data<float>(),
                    s.n2_rstd.data(), local_rows(n), hid);
@@ -120,7 +119,7 @@ void StageModel::attention_backward(int l, Acts& a, float* dx) {
   float* dn = scratch(kScratchDn, n * hid);
   const float* dy = gather_rows(dx, n, kScratchGatherDy);
   zero(datt, n * qd);
-  linear_backward(pool_, datt, g.wo.data<float>(), nullptr, dy, s.att.data(), w.wo, n, nullptr);
+  linear_backward(pool_, datt, g.wo.data<float>(), nullptr, dy, s.att.data(), w.wo, n);
   const AttentionDims d =
       attention_dims(c, full_.attention_window(plan_.first_layer + l), a.batch, a.seq);
   zero(dq, n * qd), zero(dk, n * kvd), zero(dv, n * kvd);
@@ -130,12 +129,12 @@ void StageModel::attention_backward(int l, Acts& a, float* dx) {
   rope_backward(dk, a.positions.data(), n, c.num_kv_heads, c.head_dim, inv_freq_.data());
   const float* n1 = gather_rows(s.n1.data(), n, kScratchGather);
   zero(dn, n * hid);
-  linear_backward(pool_, dn, g.wq.data<float>(), grad_or_null(g.bq), dq, n1, w.wq, n, nullptr);
+  linear_backward(pool_, dn, g.wq.data<float>(), grad_or_null(g.bq), dq, n1, w.wq, n);
   // A KV head replicated on several ranks (T > Hkv) gets the part of its input gradient from
   // this rank's query heads only; f sums the replicas' parts with the rest, and the weight
   // gradients are summed over the replicas after the backward (model_parallel.cc).
-  linear_backward(pool_, dn, g.wk.data<float>(), grad_or_null(g.bk), dk, n1, w.wk, n, nullptr);
-  linear_backward(pool_, dn, g.wv.data<float>(), grad_or_null(g.bv), dv, n1, w.wv, n, nullptr);
+  linear_backward(pool_, dn, g.wk.data<float>(), grad_or_null(g.bk), dk, n1, w.wk, n);
+  linear_backward(pool_, dn, g.wv.data<float>(), grad_or_null(g.bv), dv, n1, w.wv, n);
   const float* dn_mine = reduce_rows(dn, n);  // f of the attention block
   rmsnorm_backward(dx, g.attn_norm.data<float>(), dn_mine, a.x[static_cast<size_t>(l)].data(),
                    w.attn_norm.data<float>(), s.n1_rstd.data(), local_rows(n), hid);

@@ -26,10 +26,9 @@ namespace lmstack::train {
 void linear_forward(ThreadPool& pool, float* y, const float* x, const Tensor& w, int64_t m,
                     const float* bias = nullptr, bool accumulate = false);
 // dx[M, K] += dy · w (skipped when dx is null); dw[N, K] += dyᵀ · x; db[N] += Σ_rows dy
-// (skipped when db is null). w may be f32 or bf16 (see above). `scratch` is no longer read
-// (bf16 weights once were widened into it); it may be null.
+// (skipped when db is null). w may be f32 or bf16 (see above).
 void linear_backward(ThreadPool& pool, float* dx, float* dw, float* db, const float* dy,
-                     const float* x, const Tensor& w, int64_t m, float* scratch);
+                     const float* x, const Tensor& w, int64_t m);
 
 // ---- embedding: out[t, :] = table[ids[t], :] ------------------------------------------
 // dtable[ids[t], :] += dout[t, :] (rows repeat: a scatter-add, run serially per row).

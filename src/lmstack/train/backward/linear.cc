@@ -19,7 +19,7 @@ void linear_forward(ThreadPool& pool, float* y, const float* x, const Tensor& w,
 }
 
 void linear_backward(ThreadPool& pool, float* dx, float* dw, float* db, const float* dy,
-                     const float* x, const Tensor& w, int64_t m, float* /*scratch*/) {
+                     const float* x, const Tensor& w, int64_t m) {
   LMSTACK_CHECK(w.rank() == 2, "linear weight must be 2-D, got {}", w.shape().str());
   LMSTACK_CHECK(w.dtype() == DType::kF32 || w.dtype() == DType::kBF16,
                 "linear_backward: weight dtype {}", dtype_name(w.dtype()));
