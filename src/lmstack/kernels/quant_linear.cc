@@ -7,9 +7,9 @@
 #include <cmath>
 #include <vector>
 
-#include "lmstack/core/cpu_features.h"
 #include "lmstack/core/error.h"
 #include "lmstack/core/thread_pool.h"
+#include "lmstack/kernels/ops_variants.h"
 #include "lmstack/kernels/quant_gemv.h"
 
 namespace lmstack::kernels {
@@ -37,12 +37,9 @@ void quantize_block(const float* x, int8_t* q, float* d, float* sum32, float* su
   sum16[1] = scale * static_cast<float>(s1);
 }
 
-bool avx2_ok() { return cpu_features().has_avx2_fma(); }
-bool always() { return true; }
-
 constexpr KernelVariant<QuantizeBlocksFn> kQuantizeBlocksVariants[] = {
-    {"avx2", quantize_blocks_avx2, avx2_ok},
-    {"ref", quantize_blocks_ref, always},
+    {"avx2", quantize_blocks_avx2, avx2_supported},
+    {"ref", quantize_blocks_ref, always_supported},
 };
 
 // Below this many elements one thread quantizes x (a decode step's k: a microsecond or less).

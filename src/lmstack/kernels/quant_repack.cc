@@ -31,43 +31,40 @@ RowPlace place(int64_t r, int64_t n, int64_t row_bytes) {
   return {true, (r - r % kQ4_0x16Rows) * row_bytes, static_cast<int>(r % kQ4_0x16Rows)};
 }
 
-}  // namespace
-
-void q4_0x16_rows_to_q4_0(const uint8_t* packed, int64_t n, int64_t k, int64_t row_begin,
-                          int64_t row_end, uint8_t* plain) {
+// Calls move(plain_offset, packed_offset, bytes) for every piece of rows [row_begin, row_end):
+// a plain row's bytes whole, or per block a grouped row's scale and its four code words. Both
+// directions of the permutation are this walk, copying one way or the other.
+template <class Move>
+void for_each_piece(int64_t n, int64_t k, int64_t row_begin, int64_t row_end, const Move& move) {
   const int64_t nb = k / 32, row_bytes = nb * kQ4_0Bytes;
   for (int64_t r = row_begin; r < row_end; ++r) {
-    uint8_t* out = plain + (r - row_begin) * row_bytes;
     const RowPlace p = place(r, n, row_bytes);
     if (!p.grouped) {
-      std::memcpy(out, packed + p.at, static_cast<size_t>(row_bytes));
+      move(r * row_bytes, p.at, row_bytes);
       continue;
     }
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* blk = out + b * kQ4_0Bytes;
-      std::memcpy(blk, packed + p.at + scale_at(nb, b, p.j), 2);
-      for (int v = 0; v < 4; ++v)
-        std::memcpy(blk + 2 + 4 * v, packed + p.at + word_at(nb, b, v, p.j), 4);
+      const int64_t blk = r * row_bytes + b * kQ4_0Bytes;
+      move(blk, p.at + scale_at(nb, b, p.j), 2);
+      for (int v = 0; v < 4; ++v) move(blk + 2 + 4 * v, p.at + word_at(nb, b, v, p.j), 4);
     }
   }
 }
 
+}  // namespace
+
+void q4_0x16_rows_to_q4_0(const uint8_t* packed, int64_t n, int64_t k, int64_t row_begin,
+                          int64_t row_end, uint8_t* plain) {
+  const int64_t first = row_begin * (k / 32 * kQ4_0Bytes);  // plain holds rows from row_begin
+  for_each_piece(n, k, row_begin, row_end, [&](int64_t at_plain, int64_t at_packed, int64_t bytes) {
+    std::memcpy(plain + (at_plain - first), packed + at_packed, static_cast<size_t>(bytes));
+  });
+}
+
 void repack_q4_0x16(const uint8_t* plain, int64_t n, int64_t k, uint8_t* packed) {
-  const int64_t nb = k / 32, row_bytes = nb * kQ4_0Bytes;
-  for (int64_t r = 0; r < n; ++r) {
-    const uint8_t* in = plain + r * row_bytes;
-    const RowPlace p = place(r, n, row_bytes);
-    if (!p.grouped) {
-      std::memcpy(packed + p.at, in, static_cast<size_t>(row_bytes));
-      continue;
-    }
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* blk = in + b * kQ4_0Bytes;
-      std::memcpy(packed + p.at + scale_at(nb, b, p.j), blk, 2);
-      for (int v = 0; v < 4; ++v)
-        std::memcpy(packed + p.at + word_at(nb, b, v, p.j), blk + 2 + 4 * v, 4);
-    }
-  }
+  for_each_piece(n, k, 0, n, [&](int64_t at_plain, int64_t at_packed, int64_t bytes) {
+    std::memcpy(packed + at_packed, plain + at_plain, static_cast<size_t>(bytes));
+  });
 }
 
 Tensor repack_q4_0x16(const Tensor& w, const Tensor& dst) {

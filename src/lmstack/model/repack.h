@@ -4,7 +4,7 @@
 // GEMV runs one row per SIMD lane). All copies live in one arena, on transparent huge pages
 // (core/memory.h: one TLB entry per 2 MiB instead of per 4 KiB, where the mapped file has 4 KiB
 // pages), and replace the mapped views, whose file pages are then dropped from the resident set
-// (the file stays mapped for the other tensors, and the memory ledger still counts all of it).
+// and from the memory ledger (the file stays mapped for the other tensors).
 // Values do not change; only the GEMV's float summation order does.
 //
 // Call it after any slicing (tensor parallelism) and before building a Decoder. Training,
