@@ -4,7 +4,10 @@
 // measured by lmstack doctor's probe. Decode: S sequences of one query over C tokens of
 // context, reported as GB/s of K and V read (2·S·C·Hkv·D·4 bytes for f32; bf16 and int8
 // pools, AttentionDecode/<variant>/<dtype>, read 2·S·C·Hkv·kv_row_bytes) and % of DRAM read
-// bandwidth. Threads: LMSTACK_THREADS, else the physical cores.
+// bandwidth. AttentionDecodeSmall: one sequence of a small model's decode (smollm-135m: H 9,
+// Hkv 3, D 64, bf16 pool) over C tokens, in microseconds per call: here per-call fixed costs
+// (planning, waking the pool, 3 kv heads on the threads) weigh more than the bytes.
+// Threads: LMSTACK_THREADS, else the physical cores.
 // Run: build/<dir>/bench/lmstack_kernels_bench --benchmark_filter=Attention
 #include <benchmark/benchmark.h>
 
@@ -24,7 +27,12 @@
 namespace lmstack::kernels {
 namespace {
 
-constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 128, kBlock = 16;
+constexpr int kBlock = 16;
+
+struct HeadShape {
+  int heads, kv_heads, head_dim;
+};
+constexpr HeadShape kLlama3{32, 8, 128}, kSmolLm135m{9, 3, 64};
 
 ThreadPool& bench_pool() {
   static ThreadPool p(std::getenv("LMSTACK_THREADS") ? std::atoi(std::getenv("LMSTACK_THREADS"))
@@ -45,7 +53,11 @@ struct Batch {
   PagedKv kv;
   AttentionBatch batch;
 
-  Batch(int num_seqs, int q_len, int context, DType dtype = DType::kF32) {
+  HeadShape shape;
+
+  Batch(int num_seqs, int q_len, int context, DType dtype = DType::kF32, HeadShape hs = kLlama3)
+      : shape(hs) {
+    const int kKvHeads = hs.kv_heads, kHeadDim = hs.head_dim, kHeads = hs.heads;
     const int blocks_per_seq = (context + kBlock - 1) / kBlock;
     const int64_t num_blocks = int64_t{num_seqs} * blocks_per_seq;
     const int64_t slots = num_blocks * kBlock;
@@ -79,7 +91,8 @@ struct Batch {
              block_table.data(), blocks_per_seq,     0};
   }
   void run(PagedAttentionFn* fn) {
-    fn(bench_pool(), out.data(), q.data(), kv, batch, kHeads, 1.0f / std::sqrt(float(kHeadDim)));
+    fn(bench_pool(), out.data(), q.data(), kv, batch, shape.heads,
+       1.0f / std::sqrt(float(shape.head_dim)));
   }
 };
 
@@ -87,18 +100,19 @@ void bm_prefill(benchmark::State& state, PagedAttentionFn* fn) {
   const auto t = static_cast<int>(state.range(0));
   Batch b(1, t, t);
   for (auto _ : state) b.run(fn);
-  const double flops = 4.0 * kHeads * kHeadDim * (double(t) * (t + 1) / 2);
+  const double flops = 4.0 * kLlama3.heads * kLlama3.head_dim * (double(t) * (t + 1) / 2);
   state.counters["GFLOP/s"] =
       benchmark::Counter(flops * 1e-9 * double(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["peak_GFLOP/s"] = bench_machine().peak_f32_gflops();
   state.counters["threads"] = bench_pool().num_threads();
 }
 
-void bm_decode(benchmark::State& state, PagedAttentionFn* fn, DType dtype) {
+void bm_decode(benchmark::State& state, PagedAttentionFn* fn, DType dtype, HeadShape hs) {
   const auto seqs = static_cast<int>(state.range(0)), context = static_cast<int>(state.range(1));
-  Batch b(seqs, 1, context, dtype);
+  Batch b(seqs, 1, context, dtype, hs);
   for (auto _ : state) b.run(fn);
-  const double bytes = 2.0 * seqs * context * kKvHeads * double(kv_row_bytes(dtype, kHeadDim));
+  const double bytes =
+      2.0 * seqs * context * hs.kv_heads * double(kv_row_bytes(dtype, hs.head_dim));
   state.counters["KV_GB/s"] =
       benchmark::Counter(bytes * 1e-9 * double(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["dram_GB/s"] = bench_machine().dram_read_gbs;
@@ -118,9 +132,17 @@ const bool kRegistered = [] {
     for (DType t : {DType::kF32, DType::kBF16, DType::kI8}) {
       const std::string suffix = t == DType::kF32 ? "" : "/" + std::string(dtype_name(t));
       auto* decode = benchmark::RegisterBenchmark(
-          ("AttentionDecode/" + std::string(v.name) + suffix).c_str(), bm_decode, v.fn, t);
+          ("AttentionDecode/" + std::string(v.name) + suffix).c_str(), bm_decode, v.fn, t, kLlama3);
       decode->Args({1, 4096})->Args({8, 1024})->Args({16, 4096})->Unit(benchmark::kMicrosecond);
       if (wall) decode->UseRealTime();
+    }
+    for (DType t : {DType::kF32, DType::kBF16}) {
+      auto* small = benchmark::RegisterBenchmark(
+          ("AttentionDecodeSmall/" + std::string(v.name) + "/" + std::string(dtype_name(t)))
+              .c_str(),
+          bm_decode, v.fn, t, kSmolLm135m);
+      small->Args({1, 64})->Args({1, 128})->Args({1, 256})->Unit(benchmark::kMicrosecond);
+      if (wall) small->UseRealTime();
     }
   }
   return true;

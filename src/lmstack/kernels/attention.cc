@@ -11,11 +11,20 @@ namespace lmstack::kernels {
 
 namespace {
 
-constexpr AttentionLeaf kLeafAvx512{attention_scores_avx512, attention_softmax_row_avx512,
-                                    attention_accumulate_avx512, kv_load_bf16_avx512,
+constexpr AttentionLeaf kLeafAvx512{attention_scores_avx512,
+                                    attention_softmax_row_avx512,
+                                    attention_accumulate_avx512,
+                                    attention_scores_bf16_avx512,
+                                    attention_accumulate_bf16_avx512,
+                                    kv_load_bf16_avx512,
                                     kv_load_i8_avx512};
-constexpr AttentionLeaf kLeafAvx2{attention_scores_avx2, attention_softmax_row_avx2,
-                                  attention_accumulate_avx2, kv_load_bf16_avx2, kv_load_i8_avx2};
+constexpr AttentionLeaf kLeafAvx2{attention_scores_avx2,
+                                  attention_softmax_row_avx2,
+                                  attention_accumulate_avx2,
+                                  attention_scores_bf16_avx2,
+                                  attention_accumulate_bf16_avx2,
+                                  kv_load_bf16_avx2,
+                                  kv_load_i8_avx2};
 
 void flash_avx512(ThreadPool& pool, float* out, const float* q, const PagedKv& kv,
                   const AttentionBatch& batch, int heads, float scale) {

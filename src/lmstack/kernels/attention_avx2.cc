@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "lmstack/kernels/activation_exp.h"
 #include "lmstack/kernels/attention_leaf.h"
@@ -18,6 +19,25 @@ inline __m256i mask_for(int64_t remaining) {
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const auto r = static_cast<int>(remaining < 8 ? remaining : 8);
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(r), lanes);
+}
+
+// 8 values of a K or V row as f32: an f32 row as is, a bf16 row widened in the register (the
+// bits shifted up 16, exact), so decode reads a bf16 pool without a widened copy in L1.
+// `tail`: only the first `count` values exist (AVX2 has no masked 16-bit load, so a bf16
+// tail goes through a zeroed copy).
+inline __m256 load_kv(const float* x, bool tail, __m256i mask, int) {
+  return tail ? _mm256_maskload_ps(x, mask) : _mm256_loadu_ps(x);
+}
+inline __m256 load_kv(const uint16_t* x, bool tail, __m256i, int count) {
+  __m128i h;
+  if (tail) {
+    uint16_t buf[8] = {};
+    std::memcpy(buf, x, static_cast<size_t>(count) * sizeof(uint16_t));
+    h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(buf));
+  } else {
+    h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
+  }
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
 inline float hsum(__m256 v) {
@@ -43,14 +63,13 @@ inline __m256 reduce_8(const __m256* a) {
 }
 
 // One 8-lane step of the R × K dot-product tile at offset e; full steps use plain loads.
-template <int R, int K, bool kTail>
+template <int R, int K, bool kTail, class T>
 __attribute__((always_inline)) inline void dot_step(__m256 (&acc)[R][K], const float* q,
-                                                    const float* const* k, int d, int e) {
+                                                    const T* const* k, int d, int e) {
   const __m256i m = mask_for(d - e);
   __m256 kv[K];
 #pragma GCC unroll 16
-  for (int j = 0; j < K; ++j)
-    kv[j] = kTail ? _mm256_maskload_ps(k[j] + e, m) : _mm256_loadu_ps(k[j] + e);
+  for (int j = 0; j < K; ++j) kv[j] = load_kv(k[j] + e, kTail, m, d - e);
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     const __m256 qv = kTail ? _mm256_maskload_ps(q + r * d + e, m) : _mm256_loadu_ps(q + r * d + e);
@@ -60,8 +79,8 @@ __attribute__((always_inline)) inline void dot_step(__m256 (&acc)[R][K], const f
 }
 
 // R rows × K keys of dot products; the accumulators stay in registers until the reduce.
-template <int R, int K>
-void dot_tile(float* s, int64_t ld_s, const float* q, const float* const* k, int d) {
+template <int R, int K, class T>
+void dot_tile(float* s, int64_t ld_s, const float* q, const T* const* k, int d) {
   __m256 acc[R][K];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
@@ -70,13 +89,14 @@ void dot_tile(float* s, int64_t ld_s, const float* q, const float* const* k, int
   int e = 0;
   for (; e + 8 <= d; e += 8) dot_step<R, K, false>(acc, q, k, d, e);
   if (e < d) dot_step<R, K, true>(acc, q, k, d, e);
-  if constexpr (R == 2 && K == 4) {
+  if constexpr (K == 4 && R <= 2) {
+    // One transposed reduction for the tile (a lone row padded with zeros).
     __m256 flat[8];
 #pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) flat[i] = acc[i / 4][i % 4];
+    for (int i = 0; i < 8; ++i) flat[i] = i < 4 * R ? acc[i / 4 % R][i % 4] : _mm256_setzero_ps();
     const __m256 sums = reduce_8(flat);
     _mm_storeu_ps(s, _mm256_castps256_ps128(sums));
-    _mm_storeu_ps(s + ld_s, _mm256_extractf128_ps(sums, 1));
+    if constexpr (R > 1) _mm_storeu_ps(s + ld_s, _mm256_extractf128_ps(sums, 1));
   } else {
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
@@ -85,11 +105,11 @@ void dot_tile(float* s, int64_t ld_s, const float* q, const float* const* k, int
   }
 }
 
-template <int R>
-void dot_rows(float* s, int64_t ld_s, const float* q, const float* const* k, int n, int d) {
+template <int R, class T>
+void dot_rows(float* s, int64_t ld_s, const float* q, const T* const* k, int n, int d) {
   int j = 0;
-  for (; j + 4 <= n; j += 4) dot_tile<R, 4>(s + j, ld_s, q, k + j, d);
-  for (; j < n; ++j) dot_tile<R, 1>(s + j, ld_s, q, k + j, d);
+  for (; j + 4 <= n; j += 4) dot_tile<R, 4, T>(s + j, ld_s, q, k + j, d);
+  for (; j < n; ++j) dot_tile<R, 1, T>(s + j, ld_s, q, k + j, d);
 }
 
 // Loads vector c of a row: plain for whole vectors, masked for the last one of a ragged D.
@@ -101,10 +121,11 @@ __attribute__((always_inline)) inline __m256 load_part(const float* x, __m256i t
 
 // o rows (R of them) over NV vectors of 8 starting at e0: o = alpha·o + p·V. kTail: the last
 // vector is partial (only one mask register is live, which keeps the tile in 16 registers).
-template <int R, int NV, bool kTail>
-void accumulate_tile(float* o, const float* alpha, const float* p, int64_t ld_p,
-                     const float* const* v, int n, int d, int e0) {
-  const __m256i tail = mask_for(d - e0 - 8 * (NV - 1));
+template <int R, int NV, bool kTail, class T>
+void accumulate_tile(float* o, const float* alpha, const float* p, int64_t ld_p, const T* const* v,
+                     int n, int d, int e0) {
+  const int tail_count = d - e0 - 8 * (NV - 1);
+  const __m256i tail = mask_for(tail_count);
   __m256 acc[R][NV];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
@@ -115,7 +136,8 @@ void accumulate_tile(float* o, const float* alpha, const float* p, int64_t ld_p,
   for (int j = 0; j < n; ++j) {
     __m256 vv[NV];
 #pragma GCC unroll 16
-    for (int c = 0; c < NV; ++c) vv[c] = load_part<kTail>(v[j] + e0 + 8 * c, tail, c == NV - 1);
+    for (int c = 0; c < NV; ++c)
+      vv[c] = load_kv(v[j] + e0 + 8 * c, kTail && c == NV - 1, tail, tail_count);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m256 pr = _mm256_set1_ps(p[r * ld_p + j]);
@@ -135,38 +157,57 @@ void accumulate_tile(float* o, const float* alpha, const float* p, int64_t ld_p,
     }
 }
 
-template <int R, int NV>
-void accumulate_span(float* o, const float* alpha, const float* p, int64_t ld_p,
-                     const float* const* v, int n, int d, int e0) {
+template <int R, int NV, class T>
+void accumulate_span(float* o, const float* alpha, const float* p, int64_t ld_p, const T* const* v,
+                     int n, int d, int e0) {
   if (d - e0 >= 8 * NV)
     accumulate_tile<R, NV, false>(o, alpha, p, ld_p, v, n, d, e0);
   else
     accumulate_tile<R, NV, true>(o, alpha, p, ld_p, v, n, d, e0);
 }
 
-template <int R>
-void accumulate_rows(float* o, const float* alpha, const float* p, int64_t ld_p,
-                     const float* const* v, int n, int d) {
+template <int R, class T>
+void accumulate_rows(float* o, const float* alpha, const float* p, int64_t ld_p, const T* const* v,
+                     int n, int d) {
   for (int e0 = 0; e0 < d; e0 += 32) {
     const int vectors = (d - e0 + 7) / 8;
     if (vectors >= 4)
-      accumulate_span<R, 4>(o, alpha, p, ld_p, v, n, d, e0);
+      accumulate_span<R, 4, T>(o, alpha, p, ld_p, v, n, d, e0);
     else if (vectors == 3)
-      accumulate_span<R, 3>(o, alpha, p, ld_p, v, n, d, e0);
+      accumulate_span<R, 3, T>(o, alpha, p, ld_p, v, n, d, e0);
     else if (vectors == 2)
-      accumulate_span<R, 2>(o, alpha, p, ld_p, v, n, d, e0);
+      accumulate_span<R, 2, T>(o, alpha, p, ld_p, v, n, d, e0);
     else
-      accumulate_span<R, 1>(o, alpha, p, ld_p, v, n, d, e0);
+      accumulate_span<R, 1, T>(o, alpha, p, ld_p, v, n, d, e0);
   }
+}
+
+template <class T>
+void scores(float* s, int64_t ld_s, const float* q, int rows, const T* const* k, int n, int d) {
+  int r = 0;
+  for (; r + 2 <= rows; r += 2) dot_rows<2>(s + r * ld_s, ld_s, q + r * d, k, n, d);
+  if (r < rows) dot_rows<1>(s + r * ld_s, ld_s, q + r * d, k, n, d);
+}
+
+template <class T>
+void accumulate(float* o, const float* alpha, const float* p, int64_t ld_p, int rows,
+                const T* const* v, int n, int d) {
+  int r = 0;
+  for (; r + 2 <= rows; r += 2)
+    accumulate_rows<2>(o + r * d, alpha + r, p + r * ld_p, ld_p, v, n, d);
+  if (r < rows) accumulate_rows<1>(o + r * d, alpha + r, p + r * ld_p, ld_p, v, n, d);
 }
 
 }  // namespace
 
 void attention_scores_avx2(float* s, int64_t ld_s, const float* q, int rows, const float* const* k,
                            int n, int d) {
-  int r = 0;
-  for (; r + 2 <= rows; r += 2) dot_rows<2>(s + r * ld_s, ld_s, q + r * d, k, n, d);
-  if (r < rows) dot_rows<1>(s + r * ld_s, ld_s, q + r * d, k, n, d);
+  scores(s, ld_s, q, rows, k, n, d);
+}
+
+void attention_scores_bf16_avx2(float* s, int64_t ld_s, const float* q, int rows,
+                                const uint16_t* const* k, int n, int d) {
+  scores(s, ld_s, q, rows, k, n, d);
 }
 
 float attention_softmax_row_avx2(float* s, int n_valid, int n, float* m, float* l) {
@@ -197,10 +238,12 @@ float attention_softmax_row_avx2(float* s, int n_valid, int n, float* m, float* 
 
 void attention_accumulate_avx2(float* o, const float* alpha, const float* p, int64_t ld_p, int rows,
                                const float* const* v, int n, int d) {
-  int r = 0;
-  for (; r + 2 <= rows; r += 2)
-    accumulate_rows<2>(o + r * d, alpha + r, p + r * ld_p, ld_p, v, n, d);
-  if (r < rows) accumulate_rows<1>(o + r * d, alpha + r, p + r * ld_p, ld_p, v, n, d);
+  accumulate(o, alpha, p, ld_p, rows, v, n, d);
+}
+
+void attention_accumulate_bf16_avx2(float* o, const float* alpha, const float* p, int64_t ld_p,
+                                    int rows, const uint16_t* const* v, int n, int d) {
+  accumulate(o, alpha, p, ld_p, rows, v, n, d);
 }
 
 // bf16 -> f32 is a 16-bit left shift of each lane; int8 widens to int32, then one f32

@@ -19,6 +19,14 @@ inline __mmask16 mask_for(int64_t remaining) {
                          : static_cast<__mmask16>((1u << remaining) - 1u);
 }
 
+// 16 values of a K or V row as f32: an f32 row as is, a bf16 row widened in the register (the
+// bits shifted up 16, exact), so decode reads a bf16 pool without a widened copy in L1.
+inline __m512 load_kv(const float* x, __mmask16 m) { return _mm512_maskz_loadu_ps(m, x); }
+inline __m512 load_kv(const uint16_t* x, __mmask16 m) {
+  const __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, x));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+}
+
 // Lane i of the result is the sum of the 16 lanes of a[i]: a transpose-and-add tree, 30
 // shuffles and 15 adds for 16 sums instead of 16 separate horizontal reductions.
 inline __m512 reduce_16(const __m512* a) {
@@ -40,13 +48,12 @@ inline __m512 reduce_16(const __m512* a) {
 }
 
 // One 16-lane step of the R × K dot-product tile at offset e.
-template <int R, int K>
+template <int R, int K, class T>
 __attribute__((always_inline)) inline void dot_step(__m512 (&acc)[R][K], const float* q,
-                                                    const float* const* k, int d, int e,
-                                                    __mmask16 m) {
+                                                    const T* const* k, int d, int e, __mmask16 m) {
   __m512 kv[K];
 #pragma GCC unroll 16
-  for (int j = 0; j < K; ++j) kv[j] = _mm512_maskz_loadu_ps(m, k[j] + e);
+  for (int j = 0; j < K; ++j) kv[j] = load_kv(k[j] + e, m);
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     const __m512 qv = _mm512_maskz_loadu_ps(m, q + r * d + e);
@@ -57,8 +64,8 @@ __attribute__((always_inline)) inline void dot_step(__m512 (&acc)[R][K], const f
 
 // R rows × K keys of dot products over d. The accumulators stay in registers: nothing takes
 // their address until the loop is done (reduce_16 reads a copy).
-template <int R, int K>
-void dot_tile(float* s, int64_t ld_s, const float* q, const float* const* k, int d) {
+template <int R, int K, class T>
+void dot_tile(float* s, int64_t ld_s, const float* q, const T* const* k, int d) {
   __m512 acc[R][K];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
@@ -67,16 +74,18 @@ void dot_tile(float* s, int64_t ld_s, const float* q, const float* const* k, int
   int e = 0;
   for (; e + 16 <= d; e += 16) dot_step<R, K>(acc, q, k, d, e, static_cast<__mmask16>(0xffff));
   if (e < d) dot_step<R, K>(acc, q, k, d, e, mask_for(d - e));
-  if constexpr (R == 4 && K == 4) {
+  if constexpr (K == 4 && R <= 4) {
+    // One transposed reduction for the whole tile, rows past R padded with zeros: for
+    // decode's 1-3 rows per kv head this replaces 4-12 separate horizontal sums.
     __m512 flat[16];
 #pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i) flat[i] = acc[i / 4][i % 4];
+    for (int i = 0; i < 16; ++i) flat[i] = i < 4 * R ? acc[i / 4 % R][i % 4] : _mm512_setzero_ps();
     const __m512 sums = reduce_16(flat);
     // Lanes 4r .. 4r+3 are row r (the immediates must be literal even without unrolling).
     _mm_storeu_ps(s, _mm512_extractf32x4_ps(sums, 0));
-    _mm_storeu_ps(s + ld_s, _mm512_extractf32x4_ps(sums, 1));
-    _mm_storeu_ps(s + 2 * ld_s, _mm512_extractf32x4_ps(sums, 2));
-    _mm_storeu_ps(s + 3 * ld_s, _mm512_extractf32x4_ps(sums, 3));
+    if constexpr (R > 1) _mm_storeu_ps(s + ld_s, _mm512_extractf32x4_ps(sums, 1));
+    if constexpr (R > 2) _mm_storeu_ps(s + 2 * ld_s, _mm512_extractf32x4_ps(sums, 2));
+    if constexpr (R > 3) _mm_storeu_ps(s + 3 * ld_s, _mm512_extractf32x4_ps(sums, 3));
   } else {
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
@@ -85,17 +94,17 @@ void dot_tile(float* s, int64_t ld_s, const float* q, const float* const* k, int
   }
 }
 
-template <int R>
-void dot_rows(float* s, int64_t ld_s, const float* q, const float* const* k, int n, int d) {
+template <int R, class T>
+void dot_rows(float* s, int64_t ld_s, const float* q, const T* const* k, int n, int d) {
   int j = 0;
-  for (; j + 4 <= n; j += 4) dot_tile<R, 4>(s + j, ld_s, q, k + j, d);
-  for (; j < n; ++j) dot_tile<R, 1>(s + j, ld_s, q, k + j, d);
+  for (; j + 4 <= n; j += 4) dot_tile<R, 4, T>(s + j, ld_s, q, k + j, d);
+  for (; j < n; ++j) dot_tile<R, 1, T>(s + j, ld_s, q, k + j, d);
 }
 
 // o rows (R of them) over NV vectors of 16 starting at e0: o = alpha·o + p·V.
-template <int R, int NV>
-void accumulate_tile(float* o, const float* alpha, const float* p, int64_t ld_p,
-                     const float* const* v, int n, int d, int e0) {
+template <int R, int NV, class T>
+void accumulate_tile(float* o, const float* alpha, const float* p, int64_t ld_p, const T* const* v,
+                     int n, int d, int e0) {
   __mmask16 masks[NV];
 #pragma GCC unroll 16
   for (int c = 0; c < NV; ++c) masks[c] = mask_for(d - e0 - 16 * c);
@@ -110,7 +119,7 @@ void accumulate_tile(float* o, const float* alpha, const float* p, int64_t ld_p,
   for (int j = 0; j < n; ++j) {
     __m512 vv[NV];
 #pragma GCC unroll 16
-    for (int c = 0; c < NV; ++c) vv[c] = _mm512_maskz_loadu_ps(masks[c], v[j] + e0 + 16 * c);
+    for (int c = 0; c < NV; ++c) vv[c] = load_kv(v[j] + e0 + 16 * c, masks[c]);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512 pr = _mm512_set1_ps(p[r * ld_p + j]);
@@ -125,31 +134,52 @@ void accumulate_tile(float* o, const float* alpha, const float* p, int64_t ld_p,
       _mm512_mask_storeu_ps(o + r * d + e0 + 16 * c, masks[c], acc[r][c]);
 }
 
-template <int R>
-void accumulate_rows(float* o, const float* alpha, const float* p, int64_t ld_p,
-                     const float* const* v, int n, int d) {
+template <int R, class T>
+void accumulate_rows(float* o, const float* alpha, const float* p, int64_t ld_p, const T* const* v,
+                     int n, int d) {
   for (int e0 = 0; e0 < d; e0 += 64) {
     const int vectors = (d - e0 + 15) / 16;
     if (vectors >= 4)
-      accumulate_tile<R, 4>(o, alpha, p, ld_p, v, n, d, e0);
+      accumulate_tile<R, 4, T>(o, alpha, p, ld_p, v, n, d, e0);
     else if (vectors == 3)
-      accumulate_tile<R, 3>(o, alpha, p, ld_p, v, n, d, e0);
+      accumulate_tile<R, 3, T>(o, alpha, p, ld_p, v, n, d, e0);
     else if (vectors == 2)
-      accumulate_tile<R, 2>(o, alpha, p, ld_p, v, n, d, e0);
+      accumulate_tile<R, 2, T>(o, alpha, p, ld_p, v, n, d, e0);
     else
-      accumulate_tile<R, 1>(o, alpha, p, ld_p, v, n, d, e0);
+      accumulate_tile<R, 1, T>(o, alpha, p, ld_p, v, n, d, e0);
   }
+}
+
+template <class T>
+void scores(float* s, int64_t ld_s, const float* q, int rows, const T* const* k, int n, int d) {
+  int r = 0;
+  for (; r + 4 <= rows; r += 4) dot_rows<4>(s + r * ld_s, ld_s, q + r * d, k, n, d);
+  if (rows - r == 3) dot_rows<3>(s + r * ld_s, ld_s, q + r * d, k, n, d);
+  if (rows - r == 2) dot_rows<2>(s + r * ld_s, ld_s, q + r * d, k, n, d);
+  if (rows - r == 1) dot_rows<1>(s + r * ld_s, ld_s, q + r * d, k, n, d);
+}
+
+template <class T>
+void accumulate(float* o, const float* alpha, const float* p, int64_t ld_p, int rows,
+                const T* const* v, int n, int d) {
+  int r = 0;
+  for (; r + 4 <= rows; r += 4)
+    accumulate_rows<4>(o + r * d, alpha + r, p + r * ld_p, ld_p, v, n, d);
+  if (rows - r == 3) accumulate_rows<3>(o + r * d, alpha + r, p + r * ld_p, ld_p, v, n, d);
+  if (rows - r == 2) accumulate_rows<2>(o + r * d, alpha + r, p + r * ld_p, ld_p, v, n, d);
+  if (rows - r == 1) accumulate_rows<1>(o + r * d, alpha + r, p + r * ld_p, ld_p, v, n, d);
 }
 
 }  // namespace
 
 void attention_scores_avx512(float* s, int64_t ld_s, const float* q, int rows,
                              const float* const* k, int n, int d) {
-  int r = 0;
-  for (; r + 4 <= rows; r += 4) dot_rows<4>(s + r * ld_s, ld_s, q + r * d, k, n, d);
-  if (rows - r == 3) dot_rows<3>(s + r * ld_s, ld_s, q + r * d, k, n, d);
-  if (rows - r == 2) dot_rows<2>(s + r * ld_s, ld_s, q + r * d, k, n, d);
-  if (rows - r == 1) dot_rows<1>(s + r * ld_s, ld_s, q + r * d, k, n, d);
+  scores(s, ld_s, q, rows, k, n, d);
+}
+
+void attention_scores_bf16_avx512(float* s, int64_t ld_s, const float* q, int rows,
+                                  const uint16_t* const* k, int n, int d) {
+  scores(s, ld_s, q, rows, k, n, d);
 }
 
 float attention_softmax_row_avx512(float* s, int n_valid, int n, float* m, float* l) {
@@ -177,32 +207,47 @@ float attention_softmax_row_avx512(float* s, int n_valid, int n, float* m, float
 
 void attention_accumulate_avx512(float* o, const float* alpha, const float* p, int64_t ld_p,
                                  int rows, const float* const* v, int n, int d) {
-  int r = 0;
-  for (; r + 4 <= rows; r += 4)
-    accumulate_rows<4>(o + r * d, alpha + r, p + r * ld_p, ld_p, v, n, d);
-  if (rows - r == 3) accumulate_rows<3>(o + r * d, alpha + r, p + r * ld_p, ld_p, v, n, d);
-  if (rows - r == 2) accumulate_rows<2>(o + r * d, alpha + r, p + r * ld_p, ld_p, v, n, d);
-  if (rows - r == 1) accumulate_rows<1>(o + r * d, alpha + r, p + r * ld_p, ld_p, v, n, d);
+  accumulate(o, alpha, p, ld_p, rows, v, n, d);
+}
+
+void attention_accumulate_bf16_avx512(float* o, const float* alpha, const float* p, int64_t ld_p,
+                                      int rows, const uint16_t* const* v, int n, int d) {
+  accumulate(o, alpha, p, ld_p, rows, v, n, d);
 }
 
 // bf16 -> f32 is a 16-bit left shift of each lane; int8 widens to int32, then one f32
-// multiply by the row's scale. Masked loads for the tail, as the loops above.
+// multiply by the row's scale. Masked loads and stores only for the tail of a ragged D: a
+// masked 512-bit store costs several times a plain one on Zen 4, and these loops are
+// little else (decode of a small model spent a fifth of its attention time in them).
 void kv_load_bf16_avx512(float* dst, const uint16_t* const* rows, int n, int d) {
-  for (int j = 0; j < n; ++j, dst += d)
-    for (int e = 0; e < d; e += 16) {
+  const auto widen = [](__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  };
+  for (int j = 0; j < n; ++j, dst += d) {
+    int e = 0;
+    for (; e + 16 <= d; e += 16)
+      _mm512_storeu_ps(dst + e,
+                       widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[j] + e))));
+    if (e < d) {
       const __mmask16 m = mask_for(d - e);
-      const __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, rows[j] + e));
-      _mm512_mask_storeu_ps(dst + e, m, _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16)));
+      _mm512_mask_storeu_ps(dst + e, m, widen(_mm256_maskz_loadu_epi16(m, rows[j] + e)));
     }
+  }
 }
 
 void kv_load_i8_avx512(float* dst, const int8_t* const* rows, const float* scales, int n, int d) {
   for (int j = 0; j < n; ++j, dst += d) {
     const __m512 vs = _mm512_set1_ps(scales[j]);
-    for (int e = 0; e < d; e += 16) {
+    const auto widen = [&](__m128i b) {
+      return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)), vs);
+    };
+    int e = 0;
+    for (; e + 16 <= d; e += 16)
+      _mm512_storeu_ps(dst + e,
+                       widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j] + e))));
+    if (e < d) {
       const __mmask16 m = mask_for(d - e);
-      const __m512i wide = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, rows[j] + e));
-      _mm512_mask_storeu_ps(dst + e, m, _mm512_mul_ps(_mm512_cvtepi32_ps(wide), vs));
+      _mm512_mask_storeu_ps(dst + e, m, widen(_mm_maskz_loadu_epi8(m, rows[j] + e)));
     }
   }
 }

@@ -8,14 +8,15 @@
 //  - When there are too few items to occupy the threads (decode), each tile's context is cut
 //    into slices that produce partial (max, sum, unnormalized output), merged afterwards
 //    (flash-decoding, Dao et al. 2023): O = Σ_s e^(m_s - M)·O_s / Σ_s e^(m_s - M)·l_s.
-//  - bf16 and int8 pools (PagedKv::dtype) are widened chunk by chunk into the tile's L1
-//    scratch by the leaf's loaders (gather_chunk); the leaves themselves only see f32 rows.
+//  - int8 pools (PagedKv::dtype), and bf16 pools under tiles of more than kPackRows rows, are
+//    widened chunk by chunk into the tile's scratch by the leaf's loaders (gather_chunk); a
+//    bf16 pool under decode's few rows is read in place by the leaf's bf16 loops, which widen
+//    in registers (a widened chunk, 2·kChunk·D floats, would not stay in L1).
 // Legend: T query rows, H query heads, Hkv kv heads, G = H / Hkv, D head dim.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
 #include "lmstack/core/error.h"
@@ -24,11 +25,14 @@
 namespace lmstack::kernels {
 namespace {
 
-constexpr int kChunk = 64;          // keys per chunk (one K and one V pointer array)
-constexpr int kTileRows = 128;      // target rows (queries × group heads) per tile
-constexpr int kMinTileRows = 16;    // the smallest tiles made to feed more threads
-constexpr int kMinSliceKeys = 256;  // shortest context slice worth a thread of its own
-constexpr int kPackRows = 4;        // tiles with more rows copy each K/V chunk (pack_chunk)
+constexpr int kChunk = 64;        // keys per chunk (one K and one V pointer array)
+constexpr int kTileRows = 128;    // target rows (queries × group heads) per tile
+constexpr int kMinTileRows = 16;  // the smallest tiles made to feed more threads
+// Shortest context slice worth a thread of its own: one chunk. A small model's decode has
+// fewer kv heads than 2x the threads (smollm-135m: 3 on 2 threads), so without slicing its
+// short contexts one thread ran two heads while the other waited.
+constexpr int kMinSliceKeys = kChunk;
+constexpr int kPackRows = 4;  // tiles with more rows copy each K/V chunk (pack_chunk)
 
 struct Problem {
   float* out;
@@ -87,54 +91,75 @@ int64_t first_position(const AttentionBatch& b, int s) {
   return b.context_len[s] - (b.query_start[s + 1] - b.query_start[s]);
 }
 
-// Element index of the row of kv head `kvh` at context position `pos` in [blocks, bs, Hkv].
-int64_t row_index(const PagedKv& kv, const int32_t* blocks, int kvh, int64_t pos) {
-  const int64_t slot = int64_t{blocks[pos / kv.block_size]} * kv.block_size + pos % kv.block_size;
-  return slot * kv.kv_heads + kvh;
+// Row indices of kv head `kvh` in the pool [blocks, bs, Hkv] for context positions pos,
+// pos + 1, ...: one division for the first, then a step per position (a block's slots are
+// consecutive). Decode visits every cached key once per step, where a division per key showed.
+class RowWalk {
+ public:
+  RowWalk(const PagedKv& kv, const int32_t* blocks, int kvh, int64_t pos)
+      : kv_(kv),
+        blocks_(blocks),
+        kvh_(kvh),
+        block_(pos / kv.block_size),
+        offset_(pos % kv.block_size) {}
+  int64_t next() {
+    const int64_t slot = int64_t{blocks_[block_]} * kv_.block_size + offset_;
+    if (++offset_ == kv_.block_size) offset_ = 0, ++block_;
+    return slot * kv_.kv_heads + kvh_;
+  }
+
+ private:
+  const PagedKv& kv_;
+  const int32_t* blocks_;
+  int kvh_;
+  int64_t block_, offset_;
+};
+
+// Points k[j], v[j] at the rows of kv head `kvh` for context positions [j0, j0 + n) of a
+// pool of T, and for an int8 pool fills their scales.
+template <class T>
+void point_rows(const PagedKv& kv, const int32_t* blocks, int kvh, int64_t j0, int n, const T** k,
+                const T** v, float* k_scale = nullptr, float* v_scale = nullptr) {
+  RowWalk walk(kv, blocks, kvh, j0);
+  for (int j = 0; j < n; ++j) {
+    const int64_t row = walk.next();
+    k[j] = static_cast<const T*>(kv.k) + row * kv.head_dim;
+    v[j] = static_cast<const T*>(kv.v) + row * kv.head_dim;
+    if (k_scale) k_scale[j] = kv.k_scale[row], v_scale[j] = kv.v_scale[row];
+  }
 }
 
 // Points kp/vp at the f32 K and V rows of kv head `kvh` for context positions [j0, j0 + n).
 // An f32 pool is read in place (returns false); a bf16 or int8 pool is widened into
-// k_pack/v_pack, one chunk of kChunk x D floats that stays in L1 (returns true): the pool
-// itself is never converted, so a step reads 2 (bf16) or ~1 (int8) bytes per cached value.
+// k_pack/v_pack, one chunk of kChunk x D floats (returns true): the pool itself is never
+// converted, so a step reads 2 (bf16) or ~1 (int8) bytes per cached value.
 bool gather_chunk(const AttentionLeaf& leaf, const PagedKv& kv, const int32_t* blocks, int kvh,
                   int64_t j0, int n, const float** kp, const float** vp, float* k_pack,
                   float* v_pack) {
   const int d = kv.head_dim;
   if (kv.dtype == DType::kF32) {
-    for (int j = 0; j < n; ++j) {
-      const int64_t row = row_index(kv, blocks, kvh, j0 + j);
-      kp[j] = static_cast<const float*>(kv.k) + row * d;
-      vp[j] = static_cast<const float*>(kv.v) + row * d;
-    }
+    point_rows(kv, blocks, kvh, j0, n, kp, vp);
     return false;
   }
+  for (int j = 0; j < n; ++j) {
+    kp[j] = k_pack + static_cast<size_t>(j) * d;
+    vp[j] = v_pack + static_cast<size_t>(j) * d;
+  }
   // One loader call per chunk for K and one for V (not per row).
-  const auto widen = [&]<class T>(const T*) {
-    const T* krows[kChunk];
-    const T* vrows[kChunk];
+  if (kv.dtype == DType::kBF16) {
+    const uint16_t* krows[kChunk];
+    const uint16_t* vrows[kChunk];
+    point_rows(kv, blocks, kvh, j0, n, krows, vrows);
+    leaf.load_bf16(k_pack, krows, n, d);
+    leaf.load_bf16(v_pack, vrows, n, d);
+  } else {
+    const int8_t* krows[kChunk];
+    const int8_t* vrows[kChunk];
     float kscale[kChunk], vscale[kChunk];
-    for (int j = 0; j < n; ++j) {
-      const int64_t row = row_index(kv, blocks, kvh, j0 + j);
-      krows[j] = static_cast<const T*>(kv.k) + row * d;
-      vrows[j] = static_cast<const T*>(kv.v) + row * d;
-      if constexpr (std::is_same_v<T, int8_t>)
-        kscale[j] = kv.k_scale[row], vscale[j] = kv.v_scale[row];
-      kp[j] = k_pack + static_cast<size_t>(j) * d;
-      vp[j] = v_pack + static_cast<size_t>(j) * d;
-    }
-    if constexpr (std::is_same_v<T, int8_t>) {
-      leaf.load_i8(k_pack, krows, kscale, n, d);
-      leaf.load_i8(v_pack, vrows, vscale, n, d);
-    } else {
-      leaf.load_bf16(k_pack, krows, n, d);
-      leaf.load_bf16(v_pack, vrows, n, d);
-    }
-  };
-  if (kv.dtype == DType::kBF16)
-    widen(static_cast<const uint16_t*>(nullptr));
-  else
-    widen(static_cast<const int8_t*>(nullptr));
+    point_rows(kv, blocks, kvh, j0, n, krows, vrows, kscale, vscale);
+    leaf.load_i8(k_pack, krows, kscale, n, d);
+    leaf.load_i8(v_pack, vrows, vscale, n, d);
+  }
   return true;
 }
 
@@ -143,8 +168,9 @@ bool gather_chunk(const AttentionLeaf& leaf, const PagedKv& kv, const int32_t* b
 // follow.
 void prefetch_chunk(const PagedKv& kv, const int32_t* blocks, int kvh, int64_t j0, int n) {
   const int64_t row_bytes = dtype_bytes(kv.dtype, kv.head_dim);
+  RowWalk walk(kv, blocks, kvh, j0);
   for (int j = 0; j < n; ++j) {
-    const int64_t offset = row_index(kv, blocks, kvh, j0 + j) * row_bytes;
+    const int64_t offset = walk.next() * row_bytes;
     const char* k = static_cast<const char*>(kv.k) + offset;
     const char* v = static_cast<const char*>(kv.v) + offset;
     for (int64_t line = 0; line < row_bytes; line += 64) {
@@ -165,6 +191,10 @@ void run_item(const AttentionLeaf& leaf, const Problem& p, const WorkItem& it, S
   const int d = p.kv->head_dim, g = p.group, rows = (it.q1 - it.q0) * g;
   const int64_t q_row0 = b.query_start[it.seq] + it.q0;
   const int64_t pos0 = first_position(b, it.seq) + it.q0;  // position of the tile's row 0
+  const int32_t* blocks = b.block_table + int64_t{it.seq} * b.max_blocks_per_seq;
+  // The first chunk's misses overlap the set-up below; later chunks are asked for one ahead.
+  prefetch_chunk(*p.kv, blocks, it.kv_head, it.key_begin,
+                 static_cast<int>(std::min<int64_t>(kChunk, it.key_end - it.key_begin)));
   sc.reserve(rows, d);
   for (int r = 0; r < rows; ++r) {
     const float* src = p.q + ((q_row0 + r / g) * p.heads + it.kv_head * g + r % g) * d;
@@ -173,20 +203,30 @@ void run_item(const AttentionLeaf& leaf, const Problem& p, const WorkItem& it, S
   std::fill(sc.o, sc.o + static_cast<size_t>(rows) * d, 0.0f);
   std::fill(sc.m, sc.m + rows, -INFINITY);
   std::fill(sc.l, sc.l + rows, 0.0f);
-  const int32_t* blocks = b.block_table + int64_t{it.seq} * b.max_blocks_per_seq;
+  // A few rows (decode's query heads of one kv head) read each bf16 row once: in place.
+  const bool bf16_in_place = p.kv->dtype == DType::kBF16 && rows <= kPackRows;
   const float* kp[kChunk];
   const float* vp[kChunk];
+  const uint16_t* kb[kChunk];
+  const uint16_t* vb[kChunk];
   for (int64_t j0 = it.key_begin; j0 < it.key_end; j0 += kChunk) {
     const int n = static_cast<int>(std::min<int64_t>(kChunk, it.key_end - j0));
-    const bool packed =
-        gather_chunk(leaf, *p.kv, blocks, it.kv_head, j0, n, kp, vp, sc.k_pack, sc.v_pack);
+    bool packed = false;
+    if (bf16_in_place)
+      point_rows(*p.kv, blocks, it.kv_head, j0, n, kb, vb);
+    else
+      packed = gather_chunk(leaf, *p.kv, blocks, it.kv_head, j0, n, kp, vp, sc.k_pack, sc.v_pack);
     if (j0 + kChunk < it.key_end)
       prefetch_chunk(*p.kv, blocks, it.kv_head, j0 + kChunk,
                      static_cast<int>(std::min<int64_t>(kChunk, it.key_end - j0 - kChunk)));
     // Rows before r0 sit at positions < j0: the whole chunk is in their future.
     const int r0 = static_cast<int>(std::max<int64_t>(0, j0 - pos0)) * g;
-    if (!packed && rows - r0 > kPackRows) pack_chunk(n, d, kp, vp, sc.k_pack, sc.v_pack);
-    leaf.scores(sc.s + r0 * kChunk, kChunk, sc.q + r0 * d, rows - r0, kp, n, d);
+    if (!packed && !bf16_in_place && rows - r0 > kPackRows)
+      pack_chunk(n, d, kp, vp, sc.k_pack, sc.v_pack);
+    if (bf16_in_place)
+      leaf.scores_bf16(sc.s + r0 * kChunk, kChunk, sc.q + r0 * d, rows - r0, kb, n, d);
+    else
+      leaf.scores(sc.s + r0 * kChunk, kChunk, sc.q + r0 * d, rows - r0, kp, n, d);
     for (int r = r0; r < rows; ++r) {
       const int64_t pos = pos0 + r / g;
       const auto end = static_cast<int>(std::min<int64_t>(n, pos - j0 + 1));
@@ -202,7 +242,12 @@ void run_item(const AttentionLeaf& leaf, const Problem& p, const WorkItem& it, S
       std::fill(row, row + begin, 0.0f);
       sc.alpha[r] = leaf.softmax_row(row + begin, end - begin, n - begin, sc.m + r, sc.l + r);
     }
-    leaf.accumulate(sc.o + r0 * d, sc.alpha + r0, sc.s + r0 * kChunk, kChunk, rows - r0, vp, n, d);
+    if (bf16_in_place)
+      leaf.accumulate_bf16(sc.o + r0 * d, sc.alpha + r0, sc.s + r0 * kChunk, kChunk, rows - r0, vb,
+                           n, d);
+    else
+      leaf.accumulate(sc.o + r0 * d, sc.alpha + r0, sc.s + r0 * kChunk, kChunk, rows - r0, vp, n,
+                      d);
   }
   if (it.partial >= 0) {
     float* dst = partials + it.partial;
@@ -341,10 +386,15 @@ void flash_paged_attention(const AttentionLeaf& leaf, ThreadPool& pool, float* o
   else
     pool.run_on_all(worker);
   if (sliced.empty()) return;
-  pool.parallel_for(std::ssize(sliced), [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t)
-      combine_tile(p, items, sliced[static_cast<size_t>(t)], partials.data());
-  });
+  // A merge is rows·slices·D multiply-adds (~0.1 µs for decode's tiles): only many tiles are
+  // worth waking the pool again.
+  pool.parallel_for(
+      std::ssize(sliced),
+      [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t)
+          combine_tile(p, items, sliced[static_cast<size_t>(t)], partials.data());
+      },
+      /*grain=*/16);
 }
 
 }  // namespace lmstack::kernels

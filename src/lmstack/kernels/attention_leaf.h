@@ -22,6 +22,13 @@ struct AttentionLeaf {
   // o[r·D + e] = alpha[r]·o[r·D + e] + Σ_j p[r·ld_p + j]·v[j][e] for r < rows, j < n.
   void (*accumulate)(float* o, const float* alpha, const float* p, int64_t ld_p, int rows,
                      const float* const* v, int n, int d);
+  // scores and accumulate reading rows of a bf16 pool in place, widening in registers (exact,
+  // so the results equal widening first): decode's few rows per kv head read each K/V row
+  // once, and a widened copy of the chunk (2·kChunk·D floats) would not fit in L1.
+  void (*scores_bf16)(float* s, int64_t ld_s, const float* q, int rows, const uint16_t* const* k,
+                      int n, int d);
+  void (*accumulate_bf16)(float* o, const float* alpha, const float* p, int64_t ld_p, int rows,
+                          const uint16_t* const* v, int n, int d);
   // n KV rows of a bf16 or int8 pool widened to f32 for the loops above, into dst[n, d]:
   // dst[j·d + e] = bf16 rows[j][e] (exact), or float(rows[j][e]) · scales[j] (one rounding,
   // the arithmetic of kv_read_row, so every variant sees the reference's values).
@@ -34,6 +41,10 @@ void attention_scores_avx512(float* s, int64_t ld_s, const float* q, int rows,
 float attention_softmax_row_avx512(float* s, int n_valid, int n, float* m, float* l);
 void attention_accumulate_avx512(float* o, const float* alpha, const float* p, int64_t ld_p,
                                  int rows, const float* const* v, int n, int d);
+void attention_scores_bf16_avx512(float* s, int64_t ld_s, const float* q, int rows,
+                                  const uint16_t* const* k, int n, int d);
+void attention_accumulate_bf16_avx512(float* o, const float* alpha, const float* p, int64_t ld_p,
+                                      int rows, const uint16_t* const* v, int n, int d);
 
 void kv_load_bf16_avx512(float* dst, const uint16_t* const* rows, int n, int d);
 void kv_load_i8_avx512(float* dst, const int8_t* const* rows, const float* scales, int n, int d);
@@ -43,6 +54,10 @@ void attention_scores_avx2(float* s, int64_t ld_s, const float* q, int rows, con
 float attention_softmax_row_avx2(float* s, int n_valid, int n, float* m, float* l);
 void attention_accumulate_avx2(float* o, const float* alpha, const float* p, int64_t ld_p, int rows,
                                const float* const* v, int n, int d);
+void attention_scores_bf16_avx2(float* s, int64_t ld_s, const float* q, int rows,
+                                const uint16_t* const* k, int n, int d);
+void attention_accumulate_bf16_avx2(float* o, const float* alpha, const float* p, int64_t ld_p,
+                                    int rows, const uint16_t* const* v, int n, int d);
 
 void kv_load_bf16_avx2(float* dst, const uint16_t* const* rows, int n, int d);
 void kv_load_i8_avx2(float* dst, const int8_t* const* rows, const float* scales, int n, int d);
