@@ -144,6 +144,24 @@ INSTANTIATE_TEST_SUITE_P(Types, QuantRoundTrip,
                                            DType::kInt4G32, DType::kInt4G64, DType::kInt4G128),
                          [](const auto& p) { return std::string(dtype_name(p.param)); });
 
+// The eight-at-once Q4_K scale decoder (the GEMV's) against the per-sub-block one that the
+// gguf-py golden test above checks, over random and all-ones scale bytes.
+TEST(QuantBlocks, Q4KScalesMinsEqualsPerSubBlockDecode) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 2000; ++trial) {
+    uint8_t bytes[12];
+    for (auto& b : bytes) b = trial == 0 ? 0xff : static_cast<uint8_t>(rng());
+    uint64_t sc8, m8;
+    qblock::q4k_scales_mins(bytes, &sc8, &m8);
+    for (int j = 0; j < 8; ++j) {
+      int sc, m;
+      qblock::q4k_scale_min(bytes, j, &sc, &m);
+      ASSERT_EQ(static_cast<int>(sc8 >> (8 * j) & 0xff), sc) << trial << " sub-block " << j;
+      ASSERT_EQ(static_cast<int>(m8 >> (8 * j) & 0xff), m) << trial << " sub-block " << j;
+    }
+  }
+}
+
 TEST(QuantDType, TableAndParser) {
   EXPECT_EQ(parse_dtype("q4_k"), DType::kQ4_K);
   EXPECT_EQ(parse_dtype("Q6_K"), DType::kQ6_K);

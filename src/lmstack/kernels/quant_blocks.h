@@ -81,4 +81,20 @@ inline void q4k_scale_min(const uint8_t* s, int j, int* sc, int* m) {
   }
 }
 
+// All eight (sc, m) pairs of a Q4_K super-block at once, as bytes j = 0..7 of *sc and *m:
+// the same bits as q4k_scale_min, moved four sub-blocks at a time in 32-bit words (bytes 0-3
+// of the scales hold sc 0-3 and the top bits of sc 4-7, bytes 4-7 m 0-3 and the top bits of
+// m 4-7, bytes 8-11 the low nibbles of sc 4-7 and m 4-7).
+inline void q4k_scales_mins(const uint8_t* s, uint64_t* sc, uint64_t* m) {
+  uint32_t a, b, c;
+  std::memcpy(&a, s, 4);
+  std::memcpy(&b, s + 4, 4);
+  std::memcpy(&c, s + 8, 4);
+  const uint32_t sc_lo = a & 0x3f3f3f3fu, m_lo = b & 0x3f3f3f3fu;
+  const uint32_t sc_hi = (c & 0x0f0f0f0fu) | (((a >> 6) & 0x03030303u) << 4);
+  const uint32_t m_hi = ((c >> 4) & 0x0f0f0f0fu) | (((b >> 6) & 0x03030303u) << 4);
+  *sc = uint64_t{sc_lo} | uint64_t{sc_hi} << 32;
+  *m = uint64_t{m_lo} | uint64_t{m_hi} << 32;
+}
+
 }  // namespace lmstack::kernels::qblock

@@ -160,74 +160,122 @@ void row_int4(const uint8_t* w, const QuantizedRows& x, float out[MT]) {
   for (int r = 0; r < MT; ++r) out[r] = hsum(_mm256_add_ps(acc[0][r], acc[1][r])) - corr[r];
 }
 
-// Q4_K: super-blocks of 256 with 8 sub-blocks of 32, each x = d sc_j q - dmin m_j.
+// Lane j of the result is the sum of the 8 lanes of a[j] (a hadd tree, 9 instructions for 8
+// sums): the per-block integer dots of a super-block, reduced together.
+inline __m256i reduce_8(const __m256i a[8]) {
+  const __m256i u0 =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]), _mm256_hadd_epi32(a[2], a[3]));
+  const __m256i u1 =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(a[4], a[5]), _mm256_hadd_epi32(a[6], a[7]));
+  // u0 holds per-128-bit-lane sums of a[0..3], u1 of a[4..7]: add the two halves.
+  return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
+                          _mm256_permute2x128_si256(u0, u1, 0x31));
+}
+
+// 8 unsigned bytes (one per sub-block) as 8 floats.
+inline __m256 bytes_to_ps(uint64_t v) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(v))));
+}
+
+// Q4_K: super-blocks of 256 with 8 sub-blocks of 32, each x = d sc_j q - dmin m_j. Per
+// super-block and row the 8 sub-block dots stay integers until one transposed reduction, then
+// one convert and one FMA with the vector (d sc_j · d_x[j]); the scales decode as vectors and
+// the min term is a vector FMA with the activations' block sums. (Per sub-block convert,
+// scalar scale and broadcast, as before, held one core to ~7 GB/s from L2.)
 template <int MT>
 void row_q4_k(const uint8_t* w, const QuantizedRows& x, float out[MT]) {
   const int64_t nb = x.k / 32;
-  __m256 acc[MT], acc_hi[MT];  // low- and high-nibble sub-blocks: two FMA chains
-  float corr[MT] = {};
-  for (int r = 0; r < MT; ++r) acc[r] = acc_hi[r] = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(15);
+  __m256 acc[MT], corr[MT];
+  for (int r = 0; r < MT; ++r) acc[r] = corr[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; b += 8, w += qblock::kQ4_KBytes) {
-    const float d = f16(w), dmin = f16(w + 2);
-    float step[8], shift[8];
-    for (int j = 0; j < 8; ++j) {
-      int sc, m;
-      qblock::q4k_scale_min(w + qblock::kQ4_KScalesAt, j, &sc, &m);
-      step[j] = d * static_cast<float>(sc);
-      shift[j] = dmin * static_cast<float>(m);
-    }
+    uint64_t sc, mins;
+    qblock::q4k_scales_mins(w + qblock::kQ4_KScalesAt, &sc, &mins);
+    const __m256 step = _mm256_mul_ps(_mm256_set1_ps(f16(w)), bytes_to_ps(sc));
+    const __m256 shift = _mm256_mul_ps(_mm256_set1_ps(f16(w + 2)), bytes_to_ps(mins));
+    __m256i q[8];  // 32 bytes of codes hold sub-block 2p (low nibbles) and 2p + 1 (high)
     for (int p = 0; p < 4; ++p) {
       const __m256i v = load32(w + qblock::kQ4_KQsAt + 32 * p);
-      const __m256i lo = _mm256_and_si256(v, _mm256_set1_epi8(15));
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(15));
-      accumulate_block<MT>(acc, lo, x, b + 2 * p, step[2 * p]);
-      accumulate_block<MT>(acc_hi, hi, x, b + 2 * p + 1, step[2 * p + 1]);
+      q[2 * p] = _mm256_and_si256(v, m4);
+      q[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
     }
-    for (int r = 0; r < MT; ++r)
-      for (int j = 0; j < 8; ++j) corr[r] += shift[j] * x.sum32[r * nb + b + j];
+    for (int r = 0; r < MT; ++r) {
+      __m256i isum[8];
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j)
+        isum[j] = dot_u8s8(_mm256_setzero_si256(), q[j], load_x(x, r, 32 * (b + j)));
+      const __m256 xd = _mm256_loadu_ps(x.d + r * nb + b);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce_8(isum)), _mm256_mul_ps(step, xd), acc[r]);
+      corr[r] = _mm256_fmadd_ps(shift, _mm256_loadu_ps(x.sum32 + r * nb + b), corr[r]);
+    }
   }
-  for (int r = 0; r < MT; ++r) out[r] = hsum(_mm256_add_ps(acc[r], acc_hi[r])) - corr[r];
+  for (int r = 0; r < MT; ++r) out[r] = hsum(_mm256_sub_ps(acc[r], corr[r]));
 }
 
-// Q6_K: super-blocks of 256, 6-bit codes (offset 32) with one int8 scale per 16 elements, so
-// the block scale is per half-vector: lanes 0-3 hold elements 0-15, lanes 4-7 elements 16-31.
+// Q6_K's scales of 32-block t (scale 2t for its first 16 elements, 2t + 1 for the rest) as
+// int16 lanes for vpmaddwd: lanes 0-7 (elements 0-15) sc[2t], lanes 8-15 sc[2t + 1]. lo and hi
+// are the 16 scales widened to int16 and paired with themselves (vpunpck{l,h}wd), so each
+// 32-bit element holds one scale twice: lo = sc 0-3 | sc 8-11, hi = sc 4-7 | sc 12-15.
+template <int T>
+inline __m256i q6k_block_scales(__m256i lo, __m256i hi) {
+  constexpr int e = (T % 2) * 2 + (T / 4) * 4;  // 32-bit element of sc[2t] in lo or hi
+  const __m256i idx = _mm256_setr_epi32(e, e, e, e, e + 1, e + 1, e + 1, e + 1);
+  return _mm256_permutevar8x32_epi32((T / 2) % 2 ? hi : lo, idx);
+}
+
+// Q6_K: super-blocks of 256, 6-bit codes (offset 32) with one int8 scale per 16 elements. The
+// scale multiplies the int16 pair sums in vpmaddwd (|pair| <= 2·63·128, |scale| <= 128: no
+// overflow), so a super-block's 8 block dots reduce together as integers, then one convert
+// and one FMA with the vector d · d_x[t] (as Q4_K).
 template <int MT>
 void row_q6_k(const uint8_t* w, const QuantizedRows& x, float out[MT]) {
   const int64_t nb = x.k / 32, n16 = x.k / 16;
   const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(0x30);
-  __m256 acc[2][MT];  // even and odd 32-blocks: two FMA chains
-  float corr[MT] = {};
-  for (int r = 0; r < MT; ++r) acc[0][r] = acc[1][r] = _mm256_setzero_ps();
+  __m256 acc[MT], corr[MT];
+  for (int r = 0; r < MT; ++r) acc[r] = corr[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; b += 8, w += qblock::kQ6_KBytes) {
-    const float d = f16(w + qblock::kQ6_KDAt);
-    const auto* sc = reinterpret_cast<const int8_t*>(w + qblock::kQ6_KScalesAt);
-    float step[16];
-    for (int i = 0; i < 16; ++i) step[i] = d * static_cast<float>(sc[i]);
+    const __m256 vd = _mm256_set1_ps(f16(w + qblock::kQ6_KDAt));
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + qblock::kQ6_KScalesAt));
+    const __m256i sc16 = _mm256_cvtepi8_epi16(sc);
+    const __m256i sc_lo = _mm256_unpacklo_epi16(sc16, sc16),
+                  sc_hi = _mm256_unpackhi_epi16(sc16, sc16);
+    // The 16 scales times d as floats: the offset term is two FMAs with the half-block sums.
+    const __m256 step_lo = _mm256_mul_ps(vd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)));
+    const __m256 step_hi =
+        _mm256_mul_ps(vd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))));
+    __m256i q[8];
     for (int h = 0; h < 2; ++h) {
       const __m256i l0 = load32(w + 64 * h), l1 = load32(w + 64 * h + 32);
       const __m256i hb = load32(w + qblock::kQ6_KQhAt + 32 * h);
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2)),
-          _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m2)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                          _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2))};
-#pragma GCC unroll 4
-      for (int g = 0; g < 4; ++g) {
-        const int64_t blk = b + 4 * h + g;
-        const int s = 8 * h + 2 * g;  // sub-block scale index of the first 16 elements
-        const __m256 lane_scale = _mm256_set_m128(_mm_set1_ps(step[s + 1]), _mm_set1_ps(step[s]));
-        for (int r = 0; r < MT; ++r) {
-          const __m256i isum = dot_u8s8(_mm256_setzero_si256(), q[g], load_x(x, r, 32 * blk));
-          const __m256 sv = _mm256_mul_ps(lane_scale, _mm256_set1_ps(x.d[r * nb + blk]));
-          acc[g & 1][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), sv, acc[g & 1][r]);
-        }
-      }
+      q[4 * h] =
+          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2));
+      q[4 * h + 1] =
+          _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2));
+      q[4 * h + 2] =
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m2));
+      q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                     _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2));
     }
-    for (int r = 0; r < MT; ++r)
-      for (int i = 0; i < 16; ++i) corr[r] += step[i] * x.sum16[r * n16 + 2 * b + i];
+    const __m256i scales[8] = {
+        q6k_block_scales<0>(sc_lo, sc_hi), q6k_block_scales<1>(sc_lo, sc_hi),
+        q6k_block_scales<2>(sc_lo, sc_hi), q6k_block_scales<3>(sc_lo, sc_hi),
+        q6k_block_scales<4>(sc_lo, sc_hi), q6k_block_scales<5>(sc_lo, sc_hi),
+        q6k_block_scales<6>(sc_lo, sc_hi), q6k_block_scales<7>(sc_lo, sc_hi)};
+    for (int r = 0; r < MT; ++r) {
+      __m256i isum[8];
+#pragma GCC unroll 8
+      for (int t = 0; t < 8; ++t)
+        isum[t] =
+            _mm256_madd_epi16(_mm256_maddubs_epi16(q[t], load_x(x, r, 32 * (b + t))), scales[t]);
+      const __m256 xd = _mm256_mul_ps(vd, _mm256_loadu_ps(x.d + r * nb + b));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce_8(isum)), xd, acc[r]);
+      const float* s16 = x.sum16 + r * n16 + 2 * b;
+      corr[r] = _mm256_fmadd_ps(step_lo, _mm256_loadu_ps(s16), corr[r]);
+      corr[r] = _mm256_fmadd_ps(step_hi, _mm256_loadu_ps(s16 + 8), corr[r]);
+    }
   }
-  for (int r = 0; r < MT; ++r) out[r] = hsum(_mm256_add_ps(acc[0][r], acc[1][r])) - 32.0f * corr[r];
+  for (int r = 0; r < MT; ++r)
+    out[r] = hsum(_mm256_fnmadd_ps(_mm256_set1_ps(32.0f), corr[r], acc[r]));
 }
 
 template <int MT>
