@@ -8,7 +8,9 @@
 // Per weight block of 32 and activation row r: isum = sum(u * s) over 8 int32 lanes (u the
 // unsigned weight codes, s the int8 activations), acc_r += float(isum) * (w_scale * x_scale)
 // lane-wise, and offsets (Q4_0's 8, Q6_K's 32, Q4_K's mins, int4 zero points) are folded in
-// through the activation block sums: sum((q - o) x) = sum(q x) - o sum(x).
+// through the activation block sums: sum((q - o) x) = sum(q x) - o sum(x). Q4_K, Q6_K and
+// int4 take eight blocks at a time instead: their int32 dots reduce together (reduce_8), then
+// one convert and one FMA with the eight blocks' scale products as a vector.
 #include <immintrin.h>
 
 #include "lmstack/kernels/quant_blocks.h"
@@ -139,27 +141,6 @@ void row_q4_0(const uint8_t* w, const QuantizedRows& x, float out[MT]) {
     out[r] = hsum(_mm256_add_ps(acc0[r], acc1[r])) - 8.0f * (hsum(corr[r]) + tail_corr[r]);
 }
 
-// int4_g<G>: groups of G / 32 Q4_0-style chunks sharing one scale and zero point.
-template <int MT, int G>
-void row_int4(const uint8_t* w, const QuantizedRows& x, float out[MT]) {
-  const int64_t nb = x.k / 32;
-  __m256 acc[2][MT];
-  float corr[MT] = {};
-  for (int r = 0; r < MT; ++r) acc[0][r] = acc[1][r] = _mm256_setzero_ps();
-  int parity = 0;  // G = 32: alternate whole groups; else alternate chunks within a group
-  for (int64_t b = 0; b < nb; b += G / 32, w += qblock::kInt4HeaderBytes + G / 2) {
-    const float s = f16(w), sz = s * static_cast<float>(w[2]);
-#pragma GCC unroll 4
-    for (int c = 0; c < G / 32; ++c) {
-      accumulate_block<MT>(acc[G == 32 ? parity : c & 1],
-                           unpack_nibbles16(w + qblock::kInt4HeaderBytes + 16 * c), x, b + c, s);
-      for (int r = 0; r < MT; ++r) corr[r] += sz * x.sum32[r * nb + b + c];
-    }
-    parity ^= 1;
-  }
-  for (int r = 0; r < MT; ++r) out[r] = hsum(_mm256_add_ps(acc[0][r], acc[1][r])) - corr[r];
-}
-
 // Lane j of the result is the sum of the 8 lanes of a[j] (a hadd tree, 9 instructions for 8
 // sums): the per-block integer dots of a super-block, reduced together.
 inline __m256i reduce_8(const __m256i a[8]) {
@@ -175,6 +156,57 @@ inline __m256i reduce_8(const __m256i a[8]) {
 // 8 unsigned bytes (one per sub-block) as 8 floats.
 inline __m256 bytes_to_ps(uint64_t v) {
   return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(v))));
+}
+
+// int4_g<G>: groups of G / 32 Q4_0-style chunks sharing one scale s and zero point z, x =
+// s (q - z). Eight chunks (256 values) at a time, as Q4_K below: their integer dots reduce
+// together, then one convert and one FMA with the vector s_c . d_x[c]; the zero-point term is
+// one FMA of (s z)_c with the activations' block sums. A ragged tail (K not a multiple of
+// 256) goes chunk by chunk.
+template <int MT, int G>
+void row_int4(const uint8_t* w, const QuantizedRows& x, float out[MT]) {
+  constexpr int kChunks = G / 32, kGroupBytes = qblock::kInt4HeaderBytes + G / 2;
+  const int64_t nb = x.k / 32;
+  const auto group = [&](int64_t chunk) { return w + chunk / kChunks * kGroupBytes; };
+  const auto codes = [&](int64_t chunk) {
+    return unpack_nibbles16(group(chunk) + qblock::kInt4HeaderBytes + 16 * (chunk % kChunks));
+  };
+  __m256 acc[MT], corr[MT];
+  for (int r = 0; r < MT; ++r) acc[r] = corr[r] = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 8 <= nb; b += 8) {
+    alignas(32) float scale[8], scale_zero[8];
+    __m256i q[8];
+    static_assert(8 % kChunks == 0, "eight chunks hold whole groups");
+    for (int c0 = 0; c0 < 8; c0 += kChunks) {
+      const uint8_t* g = group(b + c0);  // b + c0 is the group's first chunk
+      const float sc = f16(g), sz = sc * static_cast<float>(g[2]);
+      for (int c = c0; c < c0 + kChunks; ++c) {
+        scale[c] = sc;
+        scale_zero[c] = sz;
+        q[c] = unpack_nibbles16(g + qblock::kInt4HeaderBytes + 16 * (c - c0));
+      }
+    }
+    const __m256 vs = _mm256_load_ps(scale), vsz = _mm256_load_ps(scale_zero);
+    for (int r = 0; r < MT; ++r) {
+      __m256i isum[8];
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c)
+        isum[c] = dot_u8s8(_mm256_setzero_si256(), q[c], load_x(x, r, 32 * (b + c)));
+      const __m256 xd = _mm256_mul_ps(vs, _mm256_loadu_ps(x.d + r * nb + b));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce_8(isum)), xd, acc[r]);
+      corr[r] = _mm256_fmadd_ps(vsz, _mm256_loadu_ps(x.sum32 + r * nb + b), corr[r]);
+    }
+  }
+  float tail_corr[MT] = {};
+  for (; b < nb; ++b) {
+    const uint8_t* g = group(b);
+    const float sc = f16(g);
+    accumulate_block<MT>(acc, codes(b), x, b, sc);
+    for (int r = 0; r < MT; ++r)
+      tail_corr[r] += sc * static_cast<float>(g[2]) * x.sum32[r * nb + b];
+  }
+  for (int r = 0; r < MT; ++r) out[r] = hsum(_mm256_sub_ps(acc[r], corr[r])) - tail_corr[r];
 }
 
 // Q4_K: super-blocks of 256 with 8 sub-blocks of 32, each x = d sc_j q - dmin m_j. Per
