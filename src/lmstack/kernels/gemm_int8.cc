@@ -14,10 +14,11 @@
 namespace lmstack::kernels {
 namespace {
 
-// 32 unsigned codes and the scale/offset of block b of one weight row.
+// 32 unsigned codes and the scale/offset of block b of one weight row; s2/o2 those of its
+// second 16 elements (equal to s/o but for half-scale types).
 struct BlockCodes {
   uint8_t code[32];
-  float s, o;
+  float s, o, s2, o2;
 };
 
 // Q4_0's 16 bytes: element i < 16 in byte i's low nibble, i + 16 in its high nibble.
@@ -28,10 +29,36 @@ void q4_0_nibbles(const uint8_t* qs, uint8_t* code) {
   }
 }
 
+// Q6_K's 32-block j (< 8) of a super-block: element i of the 128-element half h is the low
+// (parts 0, 1) or high (parts 2, 3) nibble of ql[64 h + 32 (part % 2) + i % 32] with bits
+// 2 part.. of qh[32 h + i % 32] above it, part = i / 32 (the layout quant_kquants.cc writes).
+void q6_k_codes(const uint8_t* blk, int j, uint8_t* code) {
+  using namespace qblock;
+  const int h = j / 4, part = j % 4;
+  const uint8_t* ql = blk + 64 * h + 32 * (part % 2);
+  const uint8_t* qh = blk + kQ6_KQhAt + 32 * h;
+  for (int i = 0; i < 32; ++i) {
+    const int low = part < 2 ? ql[i] & 15 : ql[i] >> 4;
+    code[i] = static_cast<uint8_t>(low | ((qh[i] >> (2 * part)) & 3) << 4);
+  }
+}
+
 BlockCodes decode_block(DType t, const uint8_t* row, int64_t b) {
   using namespace qblock;
   BlockCodes out{};
   switch (t) {
+    case DType::kQ6_K: {
+      const uint8_t* blk = row + (b / 8) * kQ6_KBytes;
+      const int j = static_cast<int>(b % 8);
+      q6_k_codes(blk, j, out.code);
+      const float d = f16_to_f32(load_u16(blk + kQ6_KDAt));
+      const auto* sc = reinterpret_cast<const int8_t*>(blk + kQ6_KScalesAt);
+      out.s = d * static_cast<float>(sc[2 * j]);
+      out.s2 = d * static_cast<float>(sc[2 * j + 1]);
+      out.o = -32.0f * out.s;
+      out.o2 = -32.0f * out.s2;
+      return out;
+    }
     case DType::kQ8_0: {
       const uint8_t* blk = row + b * kQ8_0Bytes;
       const float d = f16_to_f32(load_u16(blk));
@@ -68,6 +95,8 @@ BlockCodes decode_block(DType t, const uint8_t* row, int64_t b) {
       break;
     }
   }
+  out.s2 = out.s;
+  out.o2 = out.o;
   return out;
 }
 
@@ -100,8 +129,10 @@ void pack_q4_0x16_group(const uint8_t* group, int64_t blocks, uint8_t* panel) {
 
 bool int8_gemm_supports(DType t) {
   return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ4_0x16 || t == DType::kQ4_K ||
-         t == DType::kInt4G32 || t == DType::kInt4G64 || t == DType::kInt4G128;
+         t == DType::kQ6_K || t == DType::kInt4G32 || t == DType::kInt4G64 || t == DType::kInt4G128;
 }
+
+bool int8_gemm_half_scales(DType t) { return t == DType::kQ6_K; }
 
 bool int8_gemm_fits_int16(DType t) { return int8_gemm_supports(t) && t != DType::kQ8_0; }
 
@@ -115,36 +146,47 @@ void pack_int8_panel(DType t, const void* w, int64_t n, int64_t k, int64_t n0, u
     return pack_int8_panel(DType::kQ4_0, wb + full * row_bytes, n - full, k, n0 - full, panel);
   }
   const int64_t row_bytes = dtype_bytes(t, k);
-  std::memset(panel, 0, static_cast<size_t>(blocks * kInt8PanelBlockBytes));
+  const bool halves = int8_gemm_half_scales(t);
+  const int64_t block_bytes = int8_panel_block_bytes(halves);
+  std::memset(panel, 0, static_cast<size_t>(blocks * block_bytes));
   for (int c = 0; c < kInt8PanelCols && n0 + c < n; ++c) {
     const uint8_t* row = wb + (n0 + c) * row_bytes;
     for (int64_t b = 0; b < blocks; ++b) {
       const BlockCodes bc = decode_block(t, row, b);
-      uint8_t* pb = panel + b * kInt8PanelBlockBytes;
+      uint8_t* pb = panel + b * block_bytes;
       for (int g = 0; g < 8; ++g) std::memcpy(pb + g * 64 + c * 4, bc.code + 4 * g, 4);
       float* so = panel_scales(pb);
       so[c] = bc.s;
       so[kInt8PanelCols + c] = bc.o;
+      if (!halves) continue;
+      so[2 * kInt8PanelCols + c] = bc.s2;
+      so[3 * kInt8PanelCols + c] = bc.o2;
     }
   }
 }
 
 void int8_micro_ref(const QuantizedRows& x, int64_t row0, int mr, const uint8_t* panel, float* c,
-                    int64_t ldc, int nr, bool add) {
+                    int64_t ldc, int nr, bool add, bool half_scales) {
   const int64_t blocks = x.k / 32;
   for (int r = 0; r < mr; ++r) {
     const int64_t row = row0 + r;
     for (int j = 0; j < nr; ++j) {
       float acc = 0.0f;
       for (int64_t b = 0; b < blocks; ++b) {
-        const uint8_t* pb = panel + b * kInt8PanelBlockBytes;
+        const uint8_t* pb = panel + b * int8_panel_block_bytes(half_scales);
         const float* so = reinterpret_cast<const float*>(pb + 32 * kInt8PanelCols);
-        int32_t dot = 0;
-        for (int i = 0; i < 32; ++i)
-          dot += pb[(i / 4) * 64 + j * 4 + i % 4] * x.q[row * x.k + 32 * b + i];
         const float dx = x.d[row * blocks + b];
-        acc += dx * so[j] * static_cast<float>(dot) +
-               so[kInt8PanelCols + j] * x.sum32[row * blocks + b];
+        // The whole block at once, or (half scales) elements [16 h, 16 h + 16) per half h.
+        const int parts = half_scales ? 2 : 1, len = 32 / parts;
+        for (int h = 0; h < parts; ++h) {
+          int32_t dot = 0;
+          for (int i = h * len; i < (h + 1) * len; ++i)
+            dot += pb[(i / 4) * 64 + j * 4 + i % 4] * x.q[row * x.k + 32 * b + i];
+          const float* sh = so + 2 * kInt8PanelCols * h;
+          const float xsum =
+              half_scales ? x.sum16[row * 2 * blocks + 2 * b + h] : x.sum32[row * blocks + b];
+          acc += dx * sh[j] * static_cast<float>(dot) + sh[kInt8PanelCols + j] * xsum;
+        }
       }
       c[r * ldc + j] = add ? c[r * ldc + j] + acc : acc;
     }
@@ -158,16 +200,17 @@ void gemm_int8(Int8MicroFn* micro, ThreadPool& pool, float* y, const QuantizedRo
       int8_gemm_supports(t) && k % 32 == 0 && k / 32 % (dtype_info(t).block_size / 32) == 0,
       "gemm_int8: unsupported weight {} with k {}", dtype_name(t), k);
   const int64_t panels = (n + kInt8PanelCols - 1) / kInt8PanelCols;
+  const bool half_scales = int8_gemm_half_scales(t);
   pool.parallel_for(panels, [&](int64_t p0, int64_t p1) {
     thread_local std::vector<uint8_t> panel;
-    panel.resize(static_cast<size_t>(k / 32 * kInt8PanelBlockBytes));
+    panel.resize(static_cast<size_t>(k / 32 * int8_panel_block_bytes(half_scales)));
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t n0 = p * kInt8PanelCols;
       const int nr = static_cast<int>(std::min<int64_t>(kInt8PanelCols, n - n0));
       pack_int8_panel(t, w, n, k, n0, panel.data());
       for (int64_t r0 = 0; r0 < m; r0 += kInt8MicroRows) {
         const int mr = static_cast<int>(std::min<int64_t>(kInt8MicroRows, m - r0));
-        micro(xq, r0, mr, panel.data(), y + r0 * n + n0, n, nr, accumulate);
+        micro(xq, r0, mr, panel.data(), y + r0 * n + n0, n, nr, accumulate, half_scales);
       }
     }
   });

@@ -2,7 +2,9 @@
 // Per 32-element block, 8 vpdpbusd per row (the panel's 64-byte group times the row's 4
 // int8 activations broadcast) into a fresh int32 accumulator, then the block's scaling into
 // the f32 accumulator: acc += (d_x * s) * float(isum) + sum32_x * o. 12 rows keep 12 int32 +
-// 12 f32 accumulators, the group, the scales and offsets in 28 of the 32 registers.
+// 12 f32 accumulators, the group, the scales and offsets in 28 of the 32 registers. Half-scale
+// blocks (Q6_K) apply their first half's scale after group 3 and the second's after group 7,
+// each with the half's activation sum (sum16).
 #include <immintrin.h>
 
 #include <cstring>
@@ -18,31 +20,36 @@ inline int32_t load_i32(const int8_t* p) {
   return v;
 }
 
-template <int MR>
+template <int MR, bool kHalves>
 void micro(const QuantizedRows& x, int64_t row0, const uint8_t* panel, float* c, int64_t ldc,
            int nr, bool add) {
   const int64_t blocks = x.k / 32;
   const int8_t* q = x.q + row0 * x.k;
   const float* d = x.d + row0 * blocks;
-  const float* sum32 = x.sum32 + row0 * blocks;
+  // Per half (or block) its activation sum: sum16 has 2 per block, sum32 one.
+  const int parts = kHalves ? 2 : 1;
+  const float* xsum = kHalves ? x.sum16 + row0 * 2 * blocks : x.sum32 + row0 * blocks;
   __m512 acc[MR];
   for (int r = 0; r < MR; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* pb = panel + b * kInt8PanelBlockBytes;
-    __m512i isum[MR];
-    for (int r = 0; r < MR; ++r) isum[r] = _mm512_setzero_si512();
-    for (int g = 0; g < 8; ++g) {
-      const __m512i codes = _mm512_loadu_si512(pb + g * 64);
-      for (int r = 0; r < MR; ++r)
-        isum[r] = _mm512_dpbusd_epi32(isum[r], codes,
-                                      _mm512_set1_epi32(load_i32(q + r * x.k + 32 * b + 4 * g)));
-    }
-    const __m512 s = _mm512_loadu_ps(pb + 32 * kInt8PanelCols);
-    const __m512 o = _mm512_loadu_ps(pb + 32 * kInt8PanelCols + 4 * kInt8PanelCols);
-    for (int r = 0; r < MR; ++r) {
-      const __m512 scale = _mm512_mul_ps(s, _mm512_set1_ps(d[r * blocks + b]));
-      acc[r] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(isum[r]), acc[r]);
-      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(sum32[r * blocks + b]), o, acc[r]);
+    const uint8_t* pb = panel + b * int8_panel_block_bytes(kHalves);
+    for (int h = 0; h < parts; ++h) {
+      __m512i isum[MR];
+      for (int r = 0; r < MR; ++r) isum[r] = _mm512_setzero_si512();
+      for (int g = 8 / parts * h; g < 8 / parts * (h + 1); ++g) {
+        const __m512i codes = _mm512_loadu_si512(pb + g * 64);
+        for (int r = 0; r < MR; ++r)
+          isum[r] = _mm512_dpbusd_epi32(isum[r], codes,
+                                        _mm512_set1_epi32(load_i32(q + r * x.k + 32 * b + 4 * g)));
+      }
+      const auto* so =
+          reinterpret_cast<const float*>(pb + 32 * kInt8PanelCols) + 2 * kInt8PanelCols * h;
+      const __m512 s = _mm512_loadu_ps(so), o = _mm512_loadu_ps(so + kInt8PanelCols);
+      for (int r = 0; r < MR; ++r) {
+        const __m512 scale = _mm512_mul_ps(s, _mm512_set1_ps(d[r * blocks + b]));
+        acc[r] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(isum[r]), acc[r]);
+        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(xsum[(r * blocks + b) * parts + h]), o, acc[r]);
+      }
     }
   }
   const __mmask16 mask = static_cast<__mmask16>((1u << nr) - 1u);
@@ -54,39 +61,48 @@ void micro(const QuantizedRows& x, int64_t row0, const uint8_t* panel, float* c,
   }
 }
 
-}  // namespace
-
-void int8_micro_avx512_vnni(const QuantizedRows& x, int64_t row0, int mr, const uint8_t* panel,
-                            float* c, int64_t ldc, int nr, bool add) {
+template <bool kHalves>
+void micro_rows(const QuantizedRows& x, int64_t row0, int mr, const uint8_t* panel, float* c,
+                int64_t ldc, int nr, bool add) {
   static_assert(kInt8MicroRows == 12);
   switch (mr) {  // one instantiation per row count, so every loop over rows unrolls
     case 1:
-      return micro<1>(x, row0, panel, c, ldc, nr, add);
+      return micro<1, kHalves>(x, row0, panel, c, ldc, nr, add);
     case 2:
-      return micro<2>(x, row0, panel, c, ldc, nr, add);
+      return micro<2, kHalves>(x, row0, panel, c, ldc, nr, add);
     case 3:
-      return micro<3>(x, row0, panel, c, ldc, nr, add);
+      return micro<3, kHalves>(x, row0, panel, c, ldc, nr, add);
     case 4:
-      return micro<4>(x, row0, panel, c, ldc, nr, add);
+      return micro<4, kHalves>(x, row0, panel, c, ldc, nr, add);
     case 5:
-      return micro<5>(x, row0, panel, c, ldc, nr, add);
+      return micro<5, kHalves>(x, row0, panel, c, ldc, nr, add);
     case 6:
-      return micro<6>(x, row0, panel, c, ldc, nr, add);
+      return micro<6, kHalves>(x, row0, panel, c, ldc, nr, add);
     case 7:
-      return micro<7>(x, row0, panel, c, ldc, nr, add);
+      return micro<7, kHalves>(x, row0, panel, c, ldc, nr, add);
     case 8:
-      return micro<8>(x, row0, panel, c, ldc, nr, add);
+      return micro<8, kHalves>(x, row0, panel, c, ldc, nr, add);
     case 9:
-      return micro<9>(x, row0, panel, c, ldc, nr, add);
+      return micro<9, kHalves>(x, row0, panel, c, ldc, nr, add);
     case 10:
-      return micro<10>(x, row0, panel, c, ldc, nr, add);
+      return micro<10, kHalves>(x, row0, panel, c, ldc, nr, add);
     case 11:
-      return micro<11>(x, row0, panel, c, ldc, nr, add);
+      return micro<11, kHalves>(x, row0, panel, c, ldc, nr, add);
     case 12:
-      return micro<12>(x, row0, panel, c, ldc, nr, add);
+      return micro<12, kHalves>(x, row0, panel, c, ldc, nr, add);
     default:
       return;
   }
+}
+
+}  // namespace
+
+void int8_micro_avx512_vnni(const QuantizedRows& x, int64_t row0, int mr, const uint8_t* panel,
+                            float* c, int64_t ldc, int nr, bool add, bool half_scales) {
+  if (half_scales)
+    micro_rows<true>(x, row0, mr, panel, c, ldc, nr, add);
+  else
+    micro_rows<false>(x, row0, mr, panel, c, ldc, nr, add);
 }
 
 }  // namespace lmstack::kernels
