@@ -140,6 +140,61 @@ void group_dot(const uint8_t* group, int64_t nb, int half, const QuantizedRows& 
   for (int r = 0; r < MT; ++r) out[r] = fnma_f(set1_f(8.0f), corr[r], acc[r]);
 }
 
+#if !QG_W512
+// Both 8-row halves of a group in one pass (256-bit vectors): per block and activation row the
+// eight activation broadcasts serve both halves and each code word is unpacked as it is used,
+// so the 16 registers hold two sums, not sixteen unpacked code vectors (a pass per half did
+// twice the broadcasts and spilled). out[h][r]: rows 8 h.. of the group.
+template <int MT>
+void group_dot_halves(const uint8_t* group, int64_t nb, const QuantizedRows& x, VecF out[2][MT]) {
+  VecF acc[2][MT], corr[2][MT];
+  for (int h = 0; h < 2; ++h)
+    for (int r = 0; r < MT; ++r) acc[h][r] = corr[h][r] = zero_f();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = group + qblock::q4_0x16_codes_at(nb, b);
+    for (int line = 0; line < 4; ++line)
+      _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchAhead + 64 * line), _MM_HINT_T0);
+    const uint8_t* scales = group + qblock::q4_0x16_scales_at(nb, b);
+    const VecF dw[2] = {load_f16(scales), load_f16(scales + 2 * kLanes)};
+    for (int r = 0; r < MT; ++r) {
+      const int8_t* xb = x.q + r * x.k + 32 * b;
+      VecI isum[2];
+#if QG_VNNI
+      VecI hi_sum[2] = {zero_i(), zero_i()};  // second chain: vpdpbusd's latency
+      isum[0] = isum[1] = zero_i();
+      for (int v = 0; v < 4; ++v) {
+        const VecI lo_x = bcast4(xb, v), hi_x = bcast4(xb, v + 4);
+        for (int h = 0; h < 2; ++h) {
+          const VecI raw = load_i(blk + 64 * v + 4 * kLanes * h);
+          isum[h] = dot4(isum[h], low_nibbles(raw), lo_x);
+          hi_sum[h] = dot4(hi_sum[h], high_nibbles(raw), hi_x);
+        }
+      }
+      for (int h = 0; h < 2; ++h) isum[h] = add_i32(isum[h], hi_sum[h]);
+#else
+      VecI s[2] = {zero_i(), zero_i()};
+      for (int v = 0; v < 4; ++v) {
+        const VecI lo_x = bcast4(xb, v), hi_x = bcast4(xb, v + 4);
+        for (int h = 0; h < 2; ++h) {
+          const VecI raw = load_i(blk + 64 * v + 4 * kLanes * h);
+          s[h] = add_i16(
+              s[h], add_i16(madd_u8s8(low_nibbles(raw), lo_x), madd_u8s8(high_nibbles(raw), hi_x)));
+        }
+      }
+      for (int h = 0; h < 2; ++h) isum[h] = widen_i16(s[h]);
+#endif
+      const VecF xd = set1_f(x.d[r * nb + b]), xs = set1_f(x.sum32[r * nb + b]);
+      for (int h = 0; h < 2; ++h) {
+        acc[h][r] = fma_f(to_f(isum[h]), mul_f(dw[h], xd), acc[h][r]);
+        corr[h][r] = fma_f(dw[h], xs, corr[h][r]);
+      }
+    }
+  }
+  for (int h = 0; h < 2; ++h)
+    for (int r = 0; r < MT; ++r) out[h][r] = fnma_f(set1_f(8.0f), corr[h][r], acc[h][r]);
+}
+#endif
+
 // Stores lanes of out[r] (rows j0..j0 + kLanes) that fall in [lo, hi): one vector when all do.
 template <int MT>
 void store_lanes(const VecF out[MT], int64_t j0, int64_t lo, int64_t hi, float* y, int64_t ldy,
@@ -173,13 +228,16 @@ void group_rows(const uint8_t* w, int64_t row_bytes, int64_t lo, int64_t hi, con
   const int64_t nb = x.k / 32;
   for (int64_t g = lo / kG; g * kG < hi; ++g) {
     const uint8_t* group = w + g * kG * row_bytes;
-    for (int half = 0; half < kG / kLanes; ++half) {
-      const int64_t j0 = g * kG + half * kLanes;
-      if (j0 + kLanes <= lo || j0 >= hi) continue;
-      VecF out[MT];
-      group_dot<MT>(group, nb, half, x, out);
-      store_lanes<MT>(out, j0, lo, hi, y, ldy, bias, accumulate);
-    }
+#if QG_W512
+    VecF out[MT];
+    group_dot<MT>(group, nb, 0, x, out);
+    store_lanes<MT>(out, g * kG, lo, hi, y, ldy, bias, accumulate);
+#else
+    VecF halves[2][MT];
+    group_dot_halves<MT>(group, nb, x, halves);
+    for (int half = 0; half < 2; ++half)
+      store_lanes<MT>(halves[half], g * kG + half * kLanes, lo, hi, y, ldy, bias, accumulate);
+#endif
   }
 }
 
