@@ -13,6 +13,8 @@
 // one convert and one FMA with the eight blocks' scale products as a vector.
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "lmstack/kernels/quant_blocks.h"
 #include "lmstack/kernels/quant_gemv.h"
 
@@ -223,8 +225,12 @@ void row_q4_k(const uint8_t* w, const QuantizedRows& x, float out[MT]) {
   for (int64_t b = 0; b < nb; b += 8, w += qblock::kQ4_KBytes) {
     uint64_t sc, mins;
     qblock::q4k_scales_mins(w + qblock::kQ4_KScalesAt, &sc, &mins);
-    const __m256 step = _mm256_mul_ps(_mm256_set1_ps(f16(w)), bytes_to_ps(sc));
-    const __m256 shift = _mm256_mul_ps(_mm256_set1_ps(f16(w + 2)), bytes_to_ps(mins));
+    uint32_t d_dmin;  // the two f16 scales, converted together
+    std::memcpy(&d_dmin, w, 4);
+    const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(d_dmin)));
+    const __m256 step = _mm256_mul_ps(_mm256_broadcastss_ps(dm), bytes_to_ps(sc));
+    const __m256 shift =
+        _mm256_mul_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dm)), bytes_to_ps(mins));
     __m256i q[8];  // 32 bytes of codes hold sub-block 2p (low nibbles) and 2p + 1 (high)
     for (int p = 0; p < 4; ++p) {
       const __m256i v = load32(w + qblock::kQ4_KQsAt + 32 * p);
