@@ -254,11 +254,11 @@ void row_q4_k(const uint8_t* w, const QuantizedRows& x, float out[MT]) {
 // int16 lanes for vpmaddwd: lanes 0-7 (elements 0-15) sc[2t], lanes 8-15 sc[2t + 1]. lo and hi
 // are the 16 scales widened to int16 and paired with themselves (vpunpck{l,h}wd), so each
 // 32-bit element holds one scale twice: lo = sc 0-3 | sc 8-11, hi = sc 4-7 | sc 12-15.
-template <int T>
-inline __m256i q6k_block_scales(__m256i lo, __m256i hi) {
-  constexpr int e = (T % 2) * 2 + (T / 4) * 4;  // 32-bit element of sc[2t] in lo or hi
+// (t is a constant wherever the caller's loop over t unrolls.)
+inline __m256i q6k_block_scales(int t, __m256i lo, __m256i hi) {
+  const int e = (t % 2) * 2 + (t / 4) * 4;  // 32-bit element of sc[2t] in lo or hi
   const __m256i idx = _mm256_setr_epi32(e, e, e, e, e + 1, e + 1, e + 1, e + 1);
-  return _mm256_permutevar8x32_epi32((T / 2) % 2 ? hi : lo, idx);
+  return _mm256_permutevar8x32_epi32((t / 2) % 2 ? hi : lo, idx);
 }
 
 // Q6_K: super-blocks of 256, 6-bit codes (offset 32) with one int8 scale per 16 elements. The
@@ -294,17 +294,12 @@ void row_q6_k(const uint8_t* w, const QuantizedRows& x, float out[MT]) {
       q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                      _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2));
     }
-    const __m256i scales[8] = {
-        q6k_block_scales<0>(sc_lo, sc_hi), q6k_block_scales<1>(sc_lo, sc_hi),
-        q6k_block_scales<2>(sc_lo, sc_hi), q6k_block_scales<3>(sc_lo, sc_hi),
-        q6k_block_scales<4>(sc_lo, sc_hi), q6k_block_scales<5>(sc_lo, sc_hi),
-        q6k_block_scales<6>(sc_lo, sc_hi), q6k_block_scales<7>(sc_lo, sc_hi)};
     for (int r = 0; r < MT; ++r) {
       __m256i isum[8];
 #pragma GCC unroll 8
       for (int t = 0; t < 8; ++t)
-        isum[t] =
-            _mm256_madd_epi16(_mm256_maddubs_epi16(q[t], load_x(x, r, 32 * (b + t))), scales[t]);
+        isum[t] = _mm256_madd_epi16(_mm256_maddubs_epi16(q[t], load_x(x, r, 32 * (b + t))),
+                                    q6k_block_scales(t, sc_lo, sc_hi));
       const __m256 xd = _mm256_mul_ps(vd, _mm256_loadu_ps(x.d + r * nb + b));
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce_8(isum)), xd, acc[r]);
       const float* s16 = x.sum16 + r * n16 + 2 * b;
