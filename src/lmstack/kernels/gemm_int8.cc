@@ -29,20 +29,6 @@ void q4_0_nibbles(const uint8_t* qs, uint8_t* code) {
   }
 }
 
-// Q6_K's 32-block j (< 8) of a super-block: element i of the 128-element half h is the low
-// (parts 0, 1) or high (parts 2, 3) nibble of ql[64 h + 32 (part % 2) + i % 32] with bits
-// 2 part.. of qh[32 h + i % 32] above it, part = i / 32 (the layout quant_kquants.cc writes).
-void q6_k_codes(const uint8_t* blk, int j, uint8_t* code) {
-  using namespace qblock;
-  const int h = j / 4, part = j % 4;
-  const uint8_t* ql = blk + 64 * h + 32 * (part % 2);
-  const uint8_t* qh = blk + kQ6_KQhAt + 32 * h;
-  for (int i = 0; i < 32; ++i) {
-    const int low = part < 2 ? ql[i] & 15 : ql[i] >> 4;
-    code[i] = static_cast<uint8_t>(low | ((qh[i] >> (2 * part)) & 3) << 4);
-  }
-}
-
 BlockCodes decode_block(DType t, const uint8_t* row, int64_t b) {
   using namespace qblock;
   BlockCodes out{};
@@ -50,7 +36,7 @@ BlockCodes decode_block(DType t, const uint8_t* row, int64_t b) {
     case DType::kQ6_K: {
       const uint8_t* blk = row + (b / 8) * kQ6_KBytes;
       const int j = static_cast<int>(b % 8);
-      q6_k_codes(blk, j, out.code);
+      q6k_codes(blk, j, out.code);
       const float d = f16_to_f32(load_u16(blk + kQ6_KDAt));
       const auto* sc = reinterpret_cast<const int8_t*>(blk + kQ6_KScalesAt);
       out.s = d * static_cast<float>(sc[2 * j]);

@@ -81,6 +81,20 @@ inline void q4k_scale_min(const uint8_t* s, int j, int* sc, int* m) {
   }
 }
 
+// The 32 unsigned 6-bit codes (0..63, offset 32) of Q6_K's 32-element block j < 8 of the
+// super-block at blk: element i of the 128-element half h = j / 4 is the low (parts 0, 1) or
+// high (parts 2, 3) nibble of ql[64 h + 32 (part % 2) + i] with bits 2 part, 2 part + 1 of
+// qh[32 h + i] above it, part = j % 4 (ggml's block_q6_K).
+inline void q6k_codes(const uint8_t* blk, int j, uint8_t* code) {
+  const int h = j / 4, part = j % 4;
+  const uint8_t* ql = blk + 64 * h + 32 * (part % 2);
+  const uint8_t* qh = blk + kQ6_KQhAt + 32 * h;
+  for (int i = 0; i < 32; ++i) {
+    const int low = part < 2 ? ql[i] & 15 : ql[i] >> 4;
+    code[i] = static_cast<uint8_t>(low | ((qh[i] >> (2 * part)) & 3) << 4);
+  }
+}
+
 // All eight (sc, m) pairs of a Q4_K super-block at once, as bytes j = 0..7 of *sc and *m:
 // the same bits as q4k_scale_min, moved four sub-blocks at a time in 32-bit words (bytes 0-3
 // of the scales hold sc 0-3 and the top bits of sc 4-7, bytes 4-7 m 0-3 and the top bits of

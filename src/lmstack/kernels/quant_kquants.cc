@@ -139,19 +139,12 @@ void dequantize_q6_k(const uint8_t* src, float* y, int64_t n) {
   for (int64_t b = 0; b < n / 256; ++b, src += qblock::kQ6_KBytes, y += 256) {
     const float d = f16_to_f32(qblock::load_u16(src + qblock::kQ6_KDAt));
     const auto* scales = reinterpret_cast<const int8_t*>(src + qblock::kQ6_KScalesAt);
-    for (int h = 0; h < 2; ++h) {
-      const uint8_t* ql = src + 64 * h;
-      const uint8_t* qh = src + qblock::kQ6_KQhAt + 32 * h;
-      float* yy = y + 128 * h;
-      for (int l = 0; l < 32; ++l) {
-        const int q[4] = {
-            (ql[l] & 15) | ((qh[l] & 3) << 4), (ql[l + 32] & 15) | ((qh[l] >> 2 & 3) << 4),
-            (ql[l] >> 4) | ((qh[l] >> 4 & 3) << 4), (ql[l + 32] >> 4) | ((qh[l] >> 6 & 3) << 4)};
-        for (int g = 0; g < 4; ++g) {
-          const int e = l + 32 * g;
-          yy[e] = d * static_cast<float>(scales[8 * h + e / 16]) * static_cast<float>(q[g] - 32);
-        }
-      }
+    for (int j = 0; j < 8; ++j) {
+      uint8_t code[32];
+      qblock::q6k_codes(src, j, code);
+      for (int i = 0; i < 32; ++i)
+        y[32 * j + i] = d * static_cast<float>(scales[2 * j + i / 16]) *
+                        static_cast<float>(static_cast<int>(code[i]) - 32);
     }
   }
 }
