@@ -14,8 +14,8 @@
 namespace lmstack::kernels {
 namespace {
 
-// 32 unsigned codes and the scale/offset of block b of one weight row; s2/o2 those of its
-// second 16 elements (equal to s/o but for half-scale types).
+// 32 unsigned codes and the scale/offset of block b of one weight row; for half-scale types
+// (int8_gemm_half_scales) s/o are those of its first 16 elements and s2/o2 of the rest.
 struct BlockCodes {
   uint8_t code[32];
   float s, o, s2, o2;
@@ -43,7 +43,7 @@ BlockCodes decode_block(DType t, const uint8_t* row, int64_t b) {
       out.s2 = d * static_cast<float>(sc[2 * j + 1]);
       out.o = -32.0f * out.s;
       out.o2 = -32.0f * out.s2;
-      return out;
+      break;
     }
     case DType::kQ8_0: {
       const uint8_t* blk = row + b * kQ8_0Bytes;
@@ -81,8 +81,6 @@ BlockCodes decode_block(DType t, const uint8_t* row, int64_t b) {
       break;
     }
   }
-  out.s2 = out.s;
-  out.o2 = out.o;
   return out;
 }
 
