@@ -8,10 +8,10 @@
 //  - When there are too few items to occupy the threads (decode), each tile's context is cut
 //    into slices that produce partial (max, sum, unnormalized output), merged afterwards
 //    (flash-decoding, Dao et al. 2023): O = Σ_s e^(m_s - M)·O_s / Σ_s e^(m_s - M)·l_s.
-//  - int8 pools (PagedKv::dtype), and bf16 pools under tiles of more than kPackRows rows, are
-//    widened chunk by chunk into the tile's scratch by the leaf's loaders (gather_chunk); a
-//    bf16 pool under decode's few rows is read in place by the leaf's bf16 loops, which widen
-//    in registers (a widened chunk, 2·kChunk·D floats, would not stay in L1).
+//  - int8 pools (PagedKv::dtype), and bf16 pools under more than kPackRows rows, are widened
+//    chunk by chunk into the tile's scratch by the leaf's loaders; a bf16 pool under decode's
+//    few rows is read in place by the leaf's bf16 loops, which widen in registers
+//    (gather_chunk decides, ChunkRows carries the choice to the leaf).
 // Legend: T query rows, H query heads, Hkv kv heads, G = H / Hkv, D head dim.
 #include <algorithm>
 #include <atomic>
@@ -129,21 +129,52 @@ void point_rows(const PagedKv& kv, const int32_t* blocks, int kvh, int64_t j0, i
   }
 }
 
-// Points kp/vp at the f32 K and V rows of kv head `kvh` for context positions [j0, j0 + n).
-// An f32 pool is read in place (returns false); a bf16 or int8 pool is widened into
-// k_pack/v_pack, one chunk of kChunk x D floats (returns true): the pool itself is never
-// converted, so a step reads 2 (bf16) or ~1 (int8) bytes per cached value.
-bool gather_chunk(const AttentionLeaf& leaf, const PagedKv& kv, const int32_t* blocks, int kvh,
-                  int64_t j0, int n, const float** kp, const float** vp, float* k_pack,
-                  float* v_pack) {
+// The K and V rows of one chunk as the leaf reads them: f32 rows (kp/vp: in the pool, or
+// copied or widened into the scratch), or a bf16 pool's rows in place (kb/vb).
+struct ChunkRows {
+  const float* kp[kChunk];
+  const float* vp[kChunk];
+  const uint16_t* kb[kChunk];
+  const uint16_t* vb[kChunk];
+  bool bf16 = false;  // kb/vb hold the rows
+
+  void scores(const AttentionLeaf& leaf, float* s, const float* q, int rows, int n, int d) const {
+    if (bf16)
+      leaf.scores_bf16(s, kChunk, q, rows, kb, n, d);
+    else
+      leaf.scores(s, kChunk, q, rows, kp, n, d);
+  }
+  void accumulate(const AttentionLeaf& leaf, float* o, const float* alpha, const float* p, int rows,
+                  int n, int d) const {
+    if (bf16)
+      leaf.accumulate_bf16(o, alpha, p, kChunk, rows, vb, n, d);
+    else
+      leaf.accumulate(o, alpha, p, kChunk, rows, vp, n, d);
+  }
+};
+
+// Points c at the K and V rows of kv head `kvh` for context positions [j0, j0 + n), read by
+// `rows` query rows. An f32 pool is read in place, copied to the scratch for more than
+// kPackRows rows (pack_chunk); a bf16 pool is read in place for up to kPackRows rows (decode:
+// each row read once, and a widened chunk, 2·kChunk·D floats, would not stay in L1), else
+// widened into k_pack/v_pack, as an int8 pool always is: the pool itself is never converted,
+// so a step reads 2 (bf16) or ~1 (int8) bytes per cached value.
+void gather_chunk(const AttentionLeaf& leaf, const PagedKv& kv, const int32_t* blocks, int kvh,
+                  int64_t j0, int n, int rows, ChunkRows& c, float* k_pack, float* v_pack) {
   const int d = kv.head_dim;
+  c.bf16 = kv.dtype == DType::kBF16 && rows <= kPackRows;
+  if (c.bf16) {
+    point_rows(kv, blocks, kvh, j0, n, c.kb, c.vb);
+    return;
+  }
   if (kv.dtype == DType::kF32) {
-    point_rows(kv, blocks, kvh, j0, n, kp, vp);
-    return false;
+    point_rows(kv, blocks, kvh, j0, n, c.kp, c.vp);
+    if (rows > kPackRows) pack_chunk(n, d, c.kp, c.vp, k_pack, v_pack);
+    return;
   }
   for (int j = 0; j < n; ++j) {
-    kp[j] = k_pack + static_cast<size_t>(j) * d;
-    vp[j] = v_pack + static_cast<size_t>(j) * d;
+    c.kp[j] = k_pack + static_cast<size_t>(j) * d;
+    c.vp[j] = v_pack + static_cast<size_t>(j) * d;
   }
   // One loader call per chunk for K and one for V (not per row).
   if (kv.dtype == DType::kBF16) {
@@ -160,7 +191,6 @@ bool gather_chunk(const AttentionLeaf& leaf, const PagedKv& kv, const int32_t* b
     leaf.load_i8(k_pack, krows, kscale, n, d);
     leaf.load_i8(v_pack, vrows, vscale, n, d);
   }
-  return true;
 }
 
 // Asks for the K and V rows (and int8 scales) of positions [j0, j0 + n) ahead of use. Rows of
@@ -203,30 +233,16 @@ void run_item(const AttentionLeaf& leaf, const Problem& p, const WorkItem& it, S
   std::fill(sc.o, sc.o + static_cast<size_t>(rows) * d, 0.0f);
   std::fill(sc.m, sc.m + rows, -INFINITY);
   std::fill(sc.l, sc.l + rows, 0.0f);
-  // A few rows (decode's query heads of one kv head) read each bf16 row once: in place.
-  const bool bf16_in_place = p.kv->dtype == DType::kBF16 && rows <= kPackRows;
-  const float* kp[kChunk];
-  const float* vp[kChunk];
-  const uint16_t* kb[kChunk];
-  const uint16_t* vb[kChunk];
+  ChunkRows chunk;
   for (int64_t j0 = it.key_begin; j0 < it.key_end; j0 += kChunk) {
     const int n = static_cast<int>(std::min<int64_t>(kChunk, it.key_end - j0));
-    bool packed = false;
-    if (bf16_in_place)
-      point_rows(*p.kv, blocks, it.kv_head, j0, n, kb, vb);
-    else
-      packed = gather_chunk(leaf, *p.kv, blocks, it.kv_head, j0, n, kp, vp, sc.k_pack, sc.v_pack);
+    // Rows before r0 sit at positions < j0: the whole chunk is in their future.
+    const int r0 = static_cast<int>(std::max<int64_t>(0, j0 - pos0)) * g;
+    gather_chunk(leaf, *p.kv, blocks, it.kv_head, j0, n, rows - r0, chunk, sc.k_pack, sc.v_pack);
     if (j0 + kChunk < it.key_end)
       prefetch_chunk(*p.kv, blocks, it.kv_head, j0 + kChunk,
                      static_cast<int>(std::min<int64_t>(kChunk, it.key_end - j0 - kChunk)));
-    // Rows before r0 sit at positions < j0: the whole chunk is in their future.
-    const int r0 = static_cast<int>(std::max<int64_t>(0, j0 - pos0)) * g;
-    if (!packed && !bf16_in_place && rows - r0 > kPackRows)
-      pack_chunk(n, d, kp, vp, sc.k_pack, sc.v_pack);
-    if (bf16_in_place)
-      leaf.scores_bf16(sc.s + r0 * kChunk, kChunk, sc.q + r0 * d, rows - r0, kb, n, d);
-    else
-      leaf.scores(sc.s + r0 * kChunk, kChunk, sc.q + r0 * d, rows - r0, kp, n, d);
+    chunk.scores(leaf, sc.s + r0 * kChunk, sc.q + r0 * d, rows - r0, n, d);
     for (int r = r0; r < rows; ++r) {
       const int64_t pos = pos0 + r / g;
       const auto end = static_cast<int>(std::min<int64_t>(n, pos - j0 + 1));
@@ -242,12 +258,7 @@ void run_item(const AttentionLeaf& leaf, const Problem& p, const WorkItem& it, S
       std::fill(row, row + begin, 0.0f);
       sc.alpha[r] = leaf.softmax_row(row + begin, end - begin, n - begin, sc.m + r, sc.l + r);
     }
-    if (bf16_in_place)
-      leaf.accumulate_bf16(sc.o + r0 * d, sc.alpha + r0, sc.s + r0 * kChunk, kChunk, rows - r0, vb,
-                           n, d);
-    else
-      leaf.accumulate(sc.o + r0 * d, sc.alpha + r0, sc.s + r0 * kChunk, kChunk, rows - r0, vp, n,
-                      d);
+    chunk.accumulate(leaf, sc.o + r0 * d, sc.alpha + r0, sc.s + r0 * kChunk, rows - r0, n, d);
   }
   if (it.partial >= 0) {
     float* dst = partials + it.partial;
