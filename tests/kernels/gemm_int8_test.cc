@@ -124,7 +124,7 @@ TEST(GemmInt8, Avx2MicrokernelMatchesReference) {
       std::vector<float> x = random_vec(m * k, rng);
       const bool halves = int8_gemm_half_scales(t);
       if (extreme) {  // weights at the block's largest magnitude, x all +-1 (q = +-127)
-        for (size_t i = 0; i < src.size(); ++i)  // codes 0 and 15 (Q6_K: 0 and 63)
+        for (size_t i = 0; i < src.size(); ++i)  // codes 0 and 15 (Q6_K: 1-2 and 62-63)
           src[i] = i % 32 == 0 ? -1.0f : halves ? 0.96875f : 0.875f;
         for (size_t i = 0; i < x.size(); ++i) x[i] = (i / 7) % 2 ? 1.0f : -1.0f;
       }
