@@ -115,7 +115,8 @@ BENCHMARK(BM_Gemv)
     ->Args({5632, 2048, static_cast<int>(DType::kF32)})
     ->UseRealTime();
 
-// Prefill: y[512, N] = x[512, K] · W[N, K]ᵀ with bf16 weights, per variant.
+// Prefill: y[512, N] = x[512, K] · W[N, K]ᵀ with bf16 weights, per variant (the last
+// argument indexes linear_variants(): 0 avx512_vnni, 1 avx512, 2 avx2).
 void BM_Prefill(benchmark::State& state) {
   const int64_t m = 512, n = state.range(0), k = state.range(1);
   const auto& v = linear_variants()[static_cast<size_t>(state.range(2))];
@@ -140,6 +141,8 @@ BENCHMARK(BM_Prefill)
     ->Args({2048, 5632, 0})
     ->Args({256, 2048, 0})
     ->Args({5632, 2048, 1})
+    ->Args({1536, 576, 2})
+    ->Args({5632, 2048, 2})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
