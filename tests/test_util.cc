@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 namespace lmstack::test {
@@ -24,11 +25,41 @@ std::string shared_dir() {
 
 std::string lmstack_binary() { return LMSTACK_BINARY; }
 
+namespace {
+
+// The directories temp_dir() made, removed when the test binary exits (LMSTACK_KEEP_TEST_DIRS=1
+// keeps them for a look after a failure). Only the process that made them removes them: a
+// forked child's exit must not delete what its parent still uses.
+class TempDirs {
+ public:
+  void add(const std::filesystem::path& dir) {
+    if (std::find(dirs_.begin(), dirs_.end(), dir) == dirs_.end()) dirs_.push_back(dir);
+  }
+  ~TempDirs() {
+    const char* keep = std::getenv("LMSTACK_KEEP_TEST_DIRS");
+    if (::getpid() != owner_ || (keep != nullptr && *keep != '\0' && *keep != '0')) return;
+    std::error_code ignored;
+    for (const auto& d : dirs_) std::filesystem::remove_all(d, ignored);
+  }
+
+ private:
+  pid_t owner_ = ::getpid();
+  std::vector<std::filesystem::path> dirs_;
+};
+
+TempDirs& temp_dirs() {
+  static TempDirs dirs;
+  return dirs;
+}
+
+}  // namespace
+
 std::string temp_dir(const std::string& name) {
   const auto dir = std::filesystem::temp_directory_path() /
                    ("lmstack_test_" + std::to_string(::getpid()) + "_" + name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  temp_dirs().add(dir);
   return dir.string();
 }
 

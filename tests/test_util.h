@@ -17,7 +17,8 @@ std::string source_path(const std::string& relative);
 std::string shared_dir();
 // Path of the built `lmstack` binary.
 std::string lmstack_binary();
-// A fresh empty directory under the system temp dir, unique to this process and name.
+// A fresh empty directory under the system temp dir, unique to this process and name,
+// removed when the process exits (unless LMSTACK_KEEP_TEST_DIRS=1).
 std::string temp_dir(const std::string& name);
 // Runs a shell command, returns its exit status and captures stdout (+ stderr if asked).
 int run_command(const std::string& command, std::string* output, bool merge_stderr = true);
