@@ -69,7 +69,12 @@ __attribute__((always_inline)) inline void dot_step(__m256 (&acc)[R][K], const f
   const __m256i m = mask_for(d - e);
   __m256 kv[K];
 #pragma GCC unroll 16
-  for (int j = 0; j < K; ++j) kv[j] = load_kv(k[j] + e, kTail, m, d - e);
+  for (int j = 0; j < K; ++j) {
+    kv[j] = load_kv(k[j] + e, kTail, m, d - e);
+    // Keep the key in a register: GCC otherwise folds the load into each row's FMA, loading
+    // every key vector R times (10 loads per 8 FMAs at R = 2, load-bound on Zen 4).
+    asm("" : "+x"(kv[j]));
+  }
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     const __m256 qv = kTail ? _mm256_maskload_ps(q + r * d + e, m) : _mm256_loadu_ps(q + r * d + e);
@@ -210,10 +215,14 @@ void attention_scores_bf16_avx2(float* s, int64_t ld_s, const float* q, int rows
   scores(s, ld_s, q, rows, k, n, d);
 }
 
+// Whole vectors use plain loads and stores: vmaskmovps is microcoded on AMD (a masked store
+// costs ~10x a plain one on Zen 3/4), so masks are kept to the ragged ends.
 float attention_softmax_row_avx2(float* s, int n_valid, int n, float* m, float* l) {
   const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
   __m256 vmax = neg_inf;
-  for (int j = 0; j < n_valid; j += 8) {
+  int j = 0;
+  for (; j + 8 <= n_valid; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(s + j));
+  if (j < n_valid) {
     const __m256i valid = mask_for(n_valid - j);
     vmax = _mm256_max_ps(vmax, _mm256_blendv_ps(neg_inf, _mm256_maskload_ps(s + j, valid),
                                                 _mm256_castsi256_ps(valid)));
@@ -223,11 +232,19 @@ float attention_softmax_row_avx2(float* s, int n_valid, int n, float* m, float* 
   const float m_new = chunk_max > m_old ? chunk_max : m_old;
   const __m256 vm = _mm256_set1_ps(m_new);
   __m256 vsum = _mm256_setzero_ps();
-  for (int j = 0; j < n; j += 8) {
+  for (j = 0; j + 8 <= n_valid; j += 8) {
+    const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
+    _mm256_storeu_ps(s + j, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  for (; j < n; j += 8) {                         // the ragged valid tail, then zeros up to n
     const __m256i valid = mask_for(n_valid - j);  // all clear once j >= n_valid
     const __m256 e = _mm256_and_ps(exp_avx2(_mm256_sub_ps(_mm256_maskload_ps(s + j, valid), vm)),
                                    _mm256_castsi256_ps(valid));
-    _mm256_maskstore_ps(s + j, mask_for(n - j), e);
+    if (j + 8 <= n)
+      _mm256_storeu_ps(s + j, e);
+    else
+      _mm256_maskstore_ps(s + j, mask_for(n - j), e);
     vsum = _mm256_add_ps(vsum, e);
   }
   const float alpha = std::exp(m_old - m_new);  // e^-inf = 0 on the first chunk
