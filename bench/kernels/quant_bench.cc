@@ -36,12 +36,12 @@ double dram_gbs() {
   return gbs;
 }
 
-// A [n, k] weight of dtype t from normal random values (bf16 and quant types; q4_0x16 is q4_0
-// repacked as model/repack.h does at load).
+// A [n, k] weight of dtype t from normal random values (bf16 and quant types; q4_0x16 and
+// q4_Kx16 are q4_0 / q4_K repacked as model/repack.h does at load).
 Tensor random_weight(int64_t n, int64_t k, DType t) {
-  if (t == DType::kQ4_0x16) {
-    const Tensor plain = random_weight(n, k, DType::kQ4_0);
-    return repack_q4_0x16(plain, Tensor::zeros(Shape{plain.nbytes()}, DType::kI8));
+  if (is_row_interleaved(t)) {
+    const Tensor plain = random_weight(n, k, row_interleaved_base(t));
+    return repack_x16(plain, Tensor::zeros(Shape{plain.nbytes()}, DType::kI8));
   }
   std::mt19937 rng(static_cast<uint32_t>(n * 31 + k));
   std::normal_distribution<float> normal(0.0f, 0.02f);
@@ -111,7 +111,7 @@ void BM_QuantDecodeStep(benchmark::State& state) {
 void DecodeArgs(benchmark::internal::Benchmark* b) {
   for (int which : {0, 1})
     for (DType t : {DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_0x16, DType::kQ4_K,
-                    DType::kQ6_K, DType::kInt4G32, DType::kInt4G128})
+                    DType::kQ4_Kx16, DType::kQ6_K, DType::kInt4G32, DType::kInt4G128})
       b->Args({which, static_cast<int>(t), 1});
   b->Args({1, static_cast<int>(DType::kQ4_0), 4});
   b->Args({1, static_cast<int>(DType::kQ4_0x16), 4});
@@ -134,7 +134,7 @@ void BM_QuantGemvL2(benchmark::State& state) {
 }
 void GemvArgs(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_0x16, DType::kQ4_K,
-                  DType::kQ6_K, DType::kInt4G32, DType::kInt4G128})
+                  DType::kQ4_Kx16, DType::kQ6_K, DType::kInt4G32, DType::kInt4G128})
     b->Args({static_cast<int>(t), 1});
   b->Args({static_cast<int>(DType::kQ4_0), 4});
   b->Args({static_cast<int>(DType::kQ4_0x16), 4});

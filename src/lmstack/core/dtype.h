@@ -29,6 +29,9 @@ enum class DType : uint8_t {
   // kernels/quant_blocks.h). Made only at load time by kernels/quant_repack.h from a kQ4_0
   // tensor, never read from or written to a file; the same bytes as Q4_0 (18 per 32).
   kQ4_0x16,
+  // Q4_K the same way, 16 rows per group of super-blocks (quant_blocks.h): Q4_K's 144 bytes
+  // per 256 elements.
+  kQ4_Kx16,
   kCount
 };
 inline constexpr int kNumDTypes = static_cast<int>(DType::kCount);
@@ -43,6 +46,12 @@ struct DTypeInfo {
 const DTypeInfo& dtype_info(DType t);
 inline std::string_view dtype_name(DType t) { return dtype_info(t).name; }
 inline bool is_quantized(DType t) { return dtype_info(t).block_size > 1; }
+// The load-time row-interleaved layouts (kQ4_0x16, kQ4_Kx16), and the row type each permutes:
+// their tensors hold that type's bytes, in groups of 16 rows (kernels/quant_repack.h).
+inline bool is_row_interleaved(DType t) { return t == DType::kQ4_0x16 || t == DType::kQ4_Kx16; }
+inline DType row_interleaved_base(DType t) {
+  return t == DType::kQ4_0x16 ? DType::kQ4_0 : t == DType::kQ4_Kx16 ? DType::kQ4_K : t;
+}
 // Bytes for n elements; n must be a multiple of the block size (checked).
 int64_t dtype_bytes(DType t, int64_t n);
 // Parses "f32", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "int4_g128", ... (case-insensitive;

@@ -106,8 +106,8 @@ Tensor Tensor::slice(int64_t begin, int64_t end) const {
   LMSTACK_CHECK(rank() >= 1 && 0 <= begin && begin <= end && end <= shape_[0],
                 "slice [{}, {}) of {}", begin, end, shape_.str());
   // Its rows are interleaved in groups whose placement depends on the row count.
-  LMSTACK_CHECK(dtype_ != DType::kQ4_0x16 || (begin == 0 && end == shape_[0]),
-                "slice [{}, {}) of a q4_0x16 tensor {}", begin, end, shape_.str());
+  LMSTACK_CHECK(!is_row_interleaved(dtype_) || (begin == 0 && end == shape_[0]),
+                "slice [{}, {}) of a {} tensor {}", begin, end, dtype_name(dtype_), shape_.str());
   Tensor t = *this;
   std::vector<int64_t> dims = shape_.to_vector();
   dims[0] = end - begin;

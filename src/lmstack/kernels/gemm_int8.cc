@@ -109,11 +109,39 @@ void pack_q4_0x16_group(const uint8_t* group, int64_t blocks, uint8_t* panel) {
   }
 }
 
+// The 16 rows of one Q4_Kx16 group: chunk p's word v holds, in lane c, row c's code bytes
+// 4v..4v+3 of sub-blocks 2p (low nibbles) and 2p + 1 (high): the panel's group v of those two
+// blocks. Scales as decode_block's Q4_K case computes them, from each row's 12 scale bytes.
+void pack_q4_kx16_group(const uint8_t* group, int64_t blocks, uint8_t* panel) {
+  using namespace qblock;
+  static_assert(kQ4_0x16Rows == kInt8PanelCols);
+  for (int64_t s = 0; s < blocks / 8; ++s) {
+    const uint8_t* sb = group + s * kQ4_Kx16SuperBytes;
+    for (int j = 0; j < 8; ++j) {
+      uint8_t* pb = panel + (8 * s + j) * kInt8PanelBlockBytes;
+      const uint8_t* words = sb + kQ4_Kx16CodesAt + 512 * (j / 2);
+      const int shift = 4 * (j % 2);
+      for (int i = 0; i < 8 * 64; ++i) pb[i] = static_cast<uint8_t>((words[i] >> shift) & 15);
+      float* so = panel_scales(pb);
+      for (int c = 0; c < kInt8PanelCols; ++c) {
+        uint8_t scales[12];
+        for (int t = 0; t < 12; ++t) scales[t] = sb[kQ4_Kx16ScalesAt + 16 * t + c];
+        int sc = 0, mn = 0;
+        q4k_scale_min(scales, j, &sc, &mn);
+        so[c] = f16_to_f32(load_u16(sb + 2 * c)) * static_cast<float>(sc);
+        so[kInt8PanelCols + c] =
+            -f16_to_f32(load_u16(sb + kQ4_Kx16DminAt + 2 * c)) * static_cast<float>(mn);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool int8_gemm_supports(DType t) {
   return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ4_0x16 || t == DType::kQ4_K ||
-         t == DType::kQ6_K || t == DType::kInt4G32 || t == DType::kInt4G64 || t == DType::kInt4G128;
+         t == DType::kQ4_Kx16 || t == DType::kQ6_K || t == DType::kInt4G32 ||
+         t == DType::kInt4G64 || t == DType::kInt4G128;
 }
 
 bool int8_gemm_half_scales(DType t) { return t == DType::kQ6_K; }
@@ -123,11 +151,14 @@ bool int8_gemm_fits_int16(DType t) { return int8_gemm_supports(t) && t != DType:
 void pack_int8_panel(DType t, const void* w, int64_t n, int64_t k, int64_t n0, uint8_t* panel) {
   const int64_t blocks = k / 32;
   const auto* wb = static_cast<const uint8_t*>(w);
-  if (t == DType::kQ4_0x16) {  // full groups, then the n % 16 plain Q4_0 rows
-    const int64_t row_bytes = dtype_bytes(DType::kQ4_0, k);
+  if (is_row_interleaved(t)) {  // full groups, then the n % 16 plain rows
+    const DType base = row_interleaved_base(t);
+    const int64_t row_bytes = dtype_bytes(base, k);
     const int64_t full = n / qblock::kQ4_0x16Rows * qblock::kQ4_0x16Rows;
-    if (n0 < full) return pack_q4_0x16_group(wb + n0 * row_bytes, blocks, panel);
-    return pack_int8_panel(DType::kQ4_0, wb + full * row_bytes, n - full, k, n0 - full, panel);
+    if (n0 < full && t == DType::kQ4_0x16)
+      return pack_q4_0x16_group(wb + n0 * row_bytes, blocks, panel);
+    if (n0 < full) return pack_q4_kx16_group(wb + n0 * row_bytes, blocks, panel);
+    return pack_int8_panel(base, wb + full * row_bytes, n - full, k, n0 - full, panel);
   }
   const int64_t row_bytes = dtype_bytes(t, k);
   const bool halves = int8_gemm_half_scales(t);

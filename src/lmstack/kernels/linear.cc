@@ -6,8 +6,9 @@
 // Block-quantized weights (quant.h) take the integer GEMV of quant_gemv.h for decode-sized
 // M (activations quantized to int8 on the fly) and the same blocked GEMM for larger M, whose
 // B packing dequantizes them, except where the int8 GEMM (gemm_int8.h) takes them: with VNNI
-// Q8_0 and the 4-bit types, without it the 4-bit types. Q4_0 repacked at load time (q4_0x16,
-// quant_repack.h) has its own GEMV, and the int8 GEMM packs its panels from the groups.
+// Q8_0 and the 4-bit types, without it the 4-bit types. Q4_0 and Q4_K repacked at load time
+// (q4_0x16, q4_Kx16: quant_repack.h) have their own GEMVs, and the int8 GEMM packs its panels
+// from the groups.
 #include <algorithm>
 #include <array>
 #include <span>
@@ -34,9 +35,11 @@ using GemvFn = void(WeightType, const void*, int64_t, int64_t, int64_t, const fl
 
 WeightType weight_type(const Tensor& w) {
   LMSTACK_CHECK(w.rank() == 2, "linear: weight must be 2-D, got {}", w.shape().str());
-  if (w.dtype() == DType::kQ4_0x16) return WeightType::kQ4_0;  // its GEMV and int8 GEMM only
+  // A row-interleaved layout's rows are its base type's (it reaches only its GEMV and the
+  // int8 GEMM).
+  const DType dt = row_interleaved_base(w.dtype());
   for (int i = 0; i < kNumWeightTypes; ++i)
-    if (kWeightTypeDType[i] == w.dtype()) return static_cast<WeightType>(i);
+    if (kWeightTypeDType[i] == dt) return static_cast<WeightType>(i);
   LMSTACK_CHECK(false, "linear: unsupported weight dtype {}", dtype_name(w.dtype()));
   return WeightType::kF32;
 }
@@ -56,7 +59,7 @@ void gemv_many(GemvFn* gemv, QuantGemvFn* quant_gemv, ThreadPool& pool, const fl
   int64_t unit = 4;
   for (const LinearOut& o : outs) {
     any_quantized |= is_quantized(o.w->dtype());
-    if (o.w->dtype() == DType::kQ4_0x16) unit = 16;
+    if (is_row_interleaved(o.w->dtype())) unit = 16;
   }
   for (size_t i = 0; i < outs.size(); ++i)
     first_unit[i + 1] = first_unit[i] + (outs[i].w->dim(0) + unit - 1) / unit;
@@ -122,8 +125,10 @@ void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, const Int8Gemm& int8, co
       gemm_int8(int8.micro, pool, o.y, xq, m, o.w->dtype(), o.w->raw_data(), n, accumulate);
       continue;
     }
-    // Every SIMD variant's int8 GEMM takes q4_0x16, so only row-contiguous types get here.
-    LMSTACK_CHECK(o.w->dtype() != DType::kQ4_0x16, "linear: q4_0x16 reached the f32 GEMM");
+    // Every SIMD variant's int8 GEMM takes q4_0x16 and q4_Kx16 (4-bit codes), so only
+    // row-contiguous types get here.
+    LMSTACK_CHECK(!is_row_interleaved(o.w->dtype()), "linear: {} reached the f32 GEMM",
+                  dtype_name(o.w->dtype()));
     gemm_blocked(pool, isa, m, n, k, 1.0f, x, k, false, weight_type(*o.w), o.w->raw_data(), k, true,
                  o.y, n, accumulate);
   }

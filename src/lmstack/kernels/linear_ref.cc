@@ -41,7 +41,7 @@ void linear(float* y, const float* x, const Tensor& w, int64_t m, const float* b
             bool accumulate) {
   LMSTACK_CHECK(w.rank() == 2, "linear: weight must be 2-D, got {}", w.shape().str());
   const DType dt = w.dtype();
-  LMSTACK_CHECK(is_row_codec_dtype(dt) || dt == DType::kQ4_0x16,
+  LMSTACK_CHECK(is_row_codec_dtype(dt) || is_row_interleaved(dt),
                 "linear: unsupported weight dtype {}", dtype_name(dt));
   const int64_t n_out = w.dim(0), k = w.dim(1);
   std::vector<float> row(static_cast<size_t>(k));

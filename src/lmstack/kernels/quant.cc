@@ -147,9 +147,9 @@ constexpr Codec kCodecs[] = {
      [](const float* x, uint8_t* d, int64_t n) { qref::quantize_int4(128, x, d, n); },
      [](const uint8_t* s, float* y, int64_t n) { qref::dequantize_int4(128, s, y, n); }},
 };
-// Not counted: the 5 plain types and q4_0x16, a layout of Q4_0 (quant_repack.h) with no rows
-// of its own to code.
-static_assert(std::size(kCodecs) == static_cast<size_t>(kNumDTypes) - 6,
+// Not counted: the 5 plain types and q4_0x16 / q4_Kx16, layouts of Q4_0 / Q4_K
+// (quant_repack.h) with no rows of their own to code.
+static_assert(std::size(kCodecs) == static_cast<size_t>(kNumDTypes) - 7,
               "every block-quantized dtype needs a codec");
 
 const Codec* find_codec(DType t) {
@@ -218,11 +218,12 @@ void dequantize_rows(const Tensor& w, int64_t row_begin, int64_t row_end, float*
                 "dequantize_rows: rows [{}, {}) outside [0, {})", row_begin, row_end, w.dim(0));
   const int64_t n = w.dim(1), row_bytes = dtype_bytes(w.dtype(), n);
   const auto* src = static_cast<const uint8_t*>(w.raw_data());
-  if (w.dtype() == DType::kQ4_0x16) {
+  if (is_row_interleaved(w.dtype())) {
+    const DType base = row_interleaved_base(w.dtype());
     std::vector<uint8_t> plain(static_cast<size_t>(row_bytes));
     for (int64_t r = row_begin; r < row_end; ++r) {
-      q4_0x16_rows_to_q4_0(src, w.dim(0), n, r, r + 1, plain.data());
-      qref::dequantize_q4_0(plain.data(), dst + (r - row_begin) * n, n);
+      x16_rows_to_plain(w.dtype(), src, w.dim(0), n, r, r + 1, plain.data());
+      dequantize_row(base, plain.data(), dst + (r - row_begin) * n, n);
     }
     return;
   }

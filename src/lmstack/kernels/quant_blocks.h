@@ -35,7 +35,7 @@ inline constexpr int kQ6_KDAt = 208;
 inline constexpr int kInt4HeaderBytes = 4;
 
 // Q4_0x16 (DType::kQ4_0x16): Q4_0 rows interleaved so one 32-bit SIMD lane is one row
-// (quant_repack.h makes it at load time; the decode GEMV reads it, quant_gemv_q4_0x16.h).
+// (quant_repack.h makes it at load time; the decode GEMV reads it, quant_gemv_x16.h).
 // A [n, k] matrix (nb = k / 32 blocks a row, row_bytes = 18 nb) holds n / 16 full groups of
 // 16 rows, group g at byte 16 g row_bytes. Per block, 288 bytes: 16 f16 scales (row j's at
 // 2 j, one 32-byte load) and 256 code bytes (word v < 4 at 64 v, row j at + 4 j holds bytes
@@ -62,6 +62,23 @@ inline int64_t q4_0x16_codes_at(int64_t nb, int64_t b) {
   return 2 * pair + 1 < nb ? base + 4 * kQ4_0x16Rows + kQ4_0x16BlockCodeBytes * (b % 2)
                            : base + 2 * kQ4_0x16Rows;
 }
+
+// Q4_Kx16 (DType::kQ4_Kx16): Q4_K rows interleaved the same way, for its decode GEMV
+// (quant_gemv_x16.h). A [n, k] matrix (nsb = k / 256 super-blocks a row) holds n / 16 full
+// groups of 16 rows, group g at byte 16 g nsb 144; super-block s of the group at 2304 s:
+//   [0, 32)      the 16 rows' f16 d (row j's at 2 j), one 32-byte load
+//   [32, 64)     their f16 dmin
+//   [64, 256)    the 12 packed 6-bit scale bytes: byte t of row j at 64 + 16 t + j, so byte
+//                t of all rows is one 16-byte load, decoded for 16 lanes at once
+//   [256, 2304)  the codes: chunk p < 4 (64 elements) word v < 8 row j at 256 + 512 p + 64 v
+//                + 4 j holds row j's plain bytes qs[32 p + 4v .. + 3]: low nibbles are
+//                sub-block 2p's elements 4v..4v+3, high nibbles sub-block 2p + 1's
+// so each super-block is one front-to-back stream with its code words 64-byte aligned. The
+// n % 16 rows after the last full group stay plain Q4_K rows (Q4_K's n * row_bytes bytes).
+inline constexpr int64_t kQ4_Kx16SuperBytes = 16 * kQ4_KBytes;  // 2304
+inline constexpr int kQ4_Kx16DminAt = 32;
+inline constexpr int kQ4_Kx16ScalesAt = 64;
+inline constexpr int kQ4_Kx16CodesAt = 256;
 
 inline uint16_t load_u16(const uint8_t* p) {
   uint16_t v;

@@ -1,4 +1,5 @@
-// Q4_0 <-> Q4_0x16 (quant_repack.h): byte permutations in the layout quant_blocks.h describes.
+// Q4_0 <-> Q4_0x16 and Q4_K <-> Q4_Kx16 (quant_repack.h): byte permutations in the layouts
+// quant_blocks.h describes.
 #include "lmstack/kernels/quant_repack.h"
 
 #include <cstring>
@@ -11,72 +12,96 @@ namespace {
 
 using qblock::kQ4_0Bytes;
 using qblock::kQ4_0x16Rows;
+using qblock::kQ4_KBytes;
 
-// Byte offsets inside a group of 16 rows (nb blocks a row): row j's scale of block b, and its
-// code word v of block b (4 bytes, plain bytes 2 + 4v.. of the block).
-int64_t scale_at(int64_t nb, int64_t b, int j) { return qblock::q4_0x16_scales_at(nb, b) + 2 * j; }
-int64_t word_at(int64_t nb, int64_t b, int v, int j) {
-  return qblock::q4_0x16_codes_at(nb, b) + 64 * v + 4 * j;
-}
-
-// Whether row r of n sits in a full interleaved group, and that group's offset.
-struct RowPlace {
-  bool grouped;
-  int64_t at;  // the group's byte offset, or the plain row's
-  int j;       // lane within the group
+// The pieces of one plain block (Q4_0) or super-block (Q4_K) b of lane j, as
+// emit(offset in the plain row, offset in the group, bytes); nb blocks a row.
+struct Q4_0Pieces {
+  static constexpr int64_t kElements = 32, kBytes = kQ4_0Bytes;
+  template <class Emit>
+  static void each(int64_t nb, int64_t b, int j, const Emit& emit) {
+    const int64_t blk = b * kQ4_0Bytes;
+    emit(blk, qblock::q4_0x16_scales_at(nb, b) + 2 * j, 2);
+    for (int v = 0; v < 4; ++v)  // code word v: plain bytes 2 + 4v..
+      emit(blk + 2 + 4 * v, qblock::q4_0x16_codes_at(nb, b) + 64 * v + 4 * j, 4);
+  }
 };
-RowPlace place(int64_t r, int64_t n, int64_t row_bytes) {
-  const int64_t full = n / kQ4_0x16Rows * kQ4_0x16Rows;
-  if (r >= full) return {false, r * row_bytes, 0};
-  return {true, (r - r % kQ4_0x16Rows) * row_bytes, static_cast<int>(r % kQ4_0x16Rows)};
-}
+
+struct Q4_KPieces {
+  static constexpr int64_t kElements = 256, kBytes = kQ4_KBytes;
+  template <class Emit>
+  static void each(int64_t, int64_t s, int j, const Emit& emit) {
+    const int64_t blk = s * kQ4_KBytes, at = s * qblock::kQ4_Kx16SuperBytes;
+    emit(blk, at + 2 * j, 2);
+    emit(blk + 2, at + qblock::kQ4_Kx16DminAt + 2 * j, 2);
+    for (int t = 0; t < 12; ++t)
+      emit(blk + qblock::kQ4_KScalesAt + t, at + qblock::kQ4_Kx16ScalesAt + 16 * t + j, 1);
+    for (int p = 0; p < 4; ++p)
+      for (int v = 0; v < 8; ++v)
+        emit(blk + qblock::kQ4_KQsAt + 32 * p + 4 * v,
+             at + qblock::kQ4_Kx16CodesAt + 512 * p + 64 * v + 4 * j, 4);
+  }
+};
 
 // Calls move(plain_offset, packed_offset, bytes) for every piece of rows [row_begin, row_end):
-// a plain row's bytes whole, or per block a grouped row's scale and its four code words. Both
-// directions of the permutation are this walk, copying one way or the other.
-template <class Move>
+// a row past the last full group whole (it stays plain), or per block a grouped row's pieces.
+// Both directions of the permutation are this walk, copying one way or the other.
+template <class Pieces, class Move>
 void for_each_piece(int64_t n, int64_t k, int64_t row_begin, int64_t row_end, const Move& move) {
-  const int64_t nb = k / 32, row_bytes = nb * kQ4_0Bytes;
+  const int64_t nb = k / Pieces::kElements, row_bytes = nb * Pieces::kBytes;
+  const int64_t full = n / kQ4_0x16Rows * kQ4_0x16Rows;
   for (int64_t r = row_begin; r < row_end; ++r) {
-    const RowPlace p = place(r, n, row_bytes);
-    if (!p.grouped) {
-      move(r * row_bytes, p.at, row_bytes);
+    if (r >= full) {
+      move(r * row_bytes, r * row_bytes, row_bytes);
       continue;
     }
-    for (int64_t b = 0; b < nb; ++b) {
-      const int64_t blk = r * row_bytes + b * kQ4_0Bytes;
-      move(blk, p.at + scale_at(nb, b, p.j), 2);
-      for (int v = 0; v < 4; ++v) move(blk + 2 + 4 * v, p.at + word_at(nb, b, v, p.j), 4);
-    }
+    const int64_t group = (r - r % kQ4_0x16Rows) * row_bytes;
+    const int j = static_cast<int>(r % kQ4_0x16Rows);
+    for (int64_t b = 0; b < nb; ++b)
+      Pieces::each(nb, b, j, [&](int64_t plain_at, int64_t packed_at, int64_t bytes) {
+        move(r * row_bytes + plain_at, group + packed_at, bytes);
+      });
   }
+}
+
+template <class Move>
+void walk(DType t, int64_t n, int64_t k, int64_t row_begin, int64_t row_end, const Move& move) {
+  if (t == DType::kQ4_0x16) return for_each_piece<Q4_0Pieces>(n, k, row_begin, row_end, move);
+  LMSTACK_CHECK(t == DType::kQ4_Kx16, "x16 repack: {} is not an interleaved layout", dtype_name(t));
+  for_each_piece<Q4_KPieces>(n, k, row_begin, row_end, move);
 }
 
 }  // namespace
 
-void q4_0x16_rows_to_q4_0(const uint8_t* packed, int64_t n, int64_t k, int64_t row_begin,
-                          int64_t row_end, uint8_t* plain) {
-  const int64_t first = row_begin * (k / 32 * kQ4_0Bytes);  // plain holds rows from row_begin
-  for_each_piece(n, k, row_begin, row_end, [&](int64_t at_plain, int64_t at_packed, int64_t bytes) {
+DType x16_dtype_for(DType t) {
+  return t == DType::kQ4_0 ? DType::kQ4_0x16 : t == DType::kQ4_K ? DType::kQ4_Kx16 : DType::kCount;
+}
+
+void x16_rows_to_plain(DType t, const uint8_t* packed, int64_t n, int64_t k, int64_t row_begin,
+                       int64_t row_end, uint8_t* plain) {
+  const int64_t first = row_begin * dtype_bytes(t, k);  // plain holds rows from row_begin
+  walk(t, n, k, row_begin, row_end, [&](int64_t at_plain, int64_t at_packed, int64_t bytes) {
     std::memcpy(plain + (at_plain - first), packed + at_packed, static_cast<size_t>(bytes));
   });
 }
 
-void repack_q4_0x16(const uint8_t* plain, int64_t n, int64_t k, uint8_t* packed) {
-  for_each_piece(n, k, 0, n, [&](int64_t at_plain, int64_t at_packed, int64_t bytes) {
+void repack_x16(DType t, const uint8_t* plain, int64_t n, int64_t k, uint8_t* packed) {
+  walk(t, n, k, 0, n, [&](int64_t at_plain, int64_t at_packed, int64_t bytes) {
     std::memcpy(packed + at_packed, plain + at_plain, static_cast<size_t>(bytes));
   });
 }
 
-Tensor repack_q4_0x16(const Tensor& w, const Tensor& dst) {
-  LMSTACK_CHECK(w.rank() == 2 && w.dtype() == DType::kQ4_0,
-                "repack_q4_0x16: want a 2-D q4_0 tensor, got {} {}", dtype_name(w.dtype()),
+Tensor repack_x16(const Tensor& w, const Tensor& dst) {
+  const DType t = x16_dtype_for(w.dtype());
+  LMSTACK_CHECK(w.rank() == 2 && t != DType::kCount,
+                "repack_x16: want a 2-D q4_0 or q4_K tensor, got {} {}", dtype_name(w.dtype()),
                 w.shape().str());
   LMSTACK_CHECK(dst.nbytes() == w.nbytes() && !dst.is_mapped(),
-                "repack_q4_0x16: destination of {} bytes for {} (writable, equal size)",
-                dst.nbytes(), w.nbytes());
-  Tensor out = dst.view(DType::kQ4_0x16, w.shape());
-  repack_q4_0x16(static_cast<const uint8_t*>(w.raw_data()), w.dim(0), w.dim(1),
-                 static_cast<uint8_t*>(out.raw_data()));
+                "repack_x16: destination of {} bytes for {} (writable, equal size)", dst.nbytes(),
+                w.nbytes());
+  Tensor out = dst.view(t, w.shape());
+  repack_x16(t, static_cast<const uint8_t*>(w.raw_data()), w.dim(0), w.dim(1),
+             static_cast<uint8_t*>(out.raw_data()));
   return out;
 }
 

@@ -1,12 +1,12 @@
-// Load-time repacking of Q4_0 weights into DType::kQ4_0x16 (layout in quant_blocks.h): groups
-// of 16 rows interleaved per 32-element block, so the decode GEMV (quant_gemv_q4_0x16.h) runs
-// one row per 32-bit SIMD lane: 4 activation bytes broadcast, vpdpbusd over 16 rows at once,
-// the 16 row scales loaded as one vector, 16 outputs stored as one vector with no horizontal
-// sums. Why a new dtype rather than a flag: kernels dispatch on the dtype already, and a
-// kQ4_0x16 tensor cannot be mistaken for row-contiguous Q4_0 by code that slices or writes rows.
-// Prefill's int8 GEMM packs its panels from the groups (gemm_int8.h), dequantize_rows() reads
-// rows back through q4_0x16_rows_to_q4_0 (quant.cc), and repacking is a permutation of bytes:
-// no value changes.
+// Load-time repacking of Q4_0 and Q4_K weights into DType::kQ4_0x16 / kQ4_Kx16 (layouts in
+// quant_blocks.h): groups of 16 rows interleaved per block (super-block), so the decode GEMV
+// (quant_gemv_x16.h) runs one row per 32-bit SIMD lane: 4 activation bytes broadcast,
+// vpdpbusd over 16 rows at once, the 16 rows' scales loaded (and for Q4_K decoded) as one
+// vector, 16 outputs stored as one vector with no horizontal sums. Why a new dtype rather than
+// a flag: kernels dispatch on the dtype already, and an interleaved tensor cannot be mistaken
+// for row-contiguous rows by code that slices or writes rows. Prefill's int8 GEMM packs its
+// panels from the groups (gemm_int8.h), dequantize_rows() reads rows back through
+// x16_rows_to_plain (quant.cc), and repacking is a permutation of bytes: no value changes.
 #pragma once
 
 #include <cstdint>
@@ -15,18 +15,23 @@
 
 namespace lmstack::kernels {
 
-// Rows [row_begin, row_end) of a q4_0x16 matrix of n rows and k columns (`packed`) as plain
-// Q4_0 rows into `plain` ((row_end - row_begin) * k / 32 * 18 bytes).
-void q4_0x16_rows_to_q4_0(const uint8_t* packed, int64_t n, int64_t k, int64_t row_begin,
-                          int64_t row_end, uint8_t* plain);
+// The interleaved dtype for row type t (kQ4_0 -> kQ4_0x16, kQ4_K -> kQ4_Kx16), or kCount for
+// types without one.
+DType x16_dtype_for(DType t);
 
-// The q4_0x16 layout of a Q4_0 matrix [n, k] (`plain`) into `packed` (the same byte count; the
-// two must not overlap).
-void repack_q4_0x16(const uint8_t* plain, int64_t n, int64_t k, uint8_t* packed);
+// Rows [row_begin, row_end) of an interleaved matrix (`packed`, dtype t: q4_0x16 or q4_Kx16)
+// of n rows and k columns, as plain rows of its base type into `plain` ((row_end - row_begin)
+// row_bytes bytes).
+void x16_rows_to_plain(DType t, const uint8_t* packed, int64_t n, int64_t k, int64_t row_begin,
+                       int64_t row_end, uint8_t* plain);
 
-// A 2-D Q4_0 tensor repacked into `dst`: a writable tensor of w's byte count, whose storage the
-// result shares (so a caller may place many matrices in one huge-page arena). Returns `dst`
-// viewed as q4_0x16 with w's shape.
-Tensor repack_q4_0x16(const Tensor& w, const Tensor& dst);
+// The interleaved layout t of a plain matrix [n, k] of t's base type (`plain`) into `packed`
+// (the same byte count; the two must not overlap).
+void repack_x16(DType t, const uint8_t* plain, int64_t n, int64_t k, uint8_t* packed);
+
+// A 2-D Q4_0 or Q4_K tensor repacked into `dst`: a writable tensor of w's byte count, whose
+// storage the result shares (so a caller may place many matrices in one huge-page arena).
+// Returns `dst` viewed as q4_0x16 / q4_Kx16 with w's shape.
+Tensor repack_x16(const Tensor& w, const Tensor& dst);
 
 }  // namespace lmstack::kernels

@@ -1,4 +1,5 @@
-// repack_for_decode (repack.h): pick the q4_0 matrices, size one arena, repack in parallel.
+// repack_for_decode (repack.h): pick the q4_0 / q4_K matrices, size one arena, repack in
+// parallel.
 #include "lmstack/model/repack.h"
 
 #include <vector>
@@ -17,7 +18,8 @@ bool tied(const ModelWeights& w) {  // const raw_data(): the tensors may be read
 std::vector<Tensor*> repackable(ModelWeights& w) {
   std::vector<Tensor*> out;
   const auto add = [&](Tensor& t) {
-    if (t.defined() && t.rank() == 2 && t.dtype() == DType::kQ4_0) out.push_back(&t);
+    if (t.defined() && t.rank() == 2 && kernels::x16_dtype_for(t.dtype()) != DType::kCount)
+      out.push_back(&t);
   };
   for (LayerWeights& l : w.layers) {
     if (!l.mla) {  // MLA reads wq / wo through its own path (mla.h)
@@ -30,7 +32,7 @@ std::vector<Tensor*> repackable(ModelWeights& w) {
     add(l.w_up);
     add(l.w_down);
   }
-  // A tied lm_head is the embedding: repacked once (the embedding lookup reads q4_0x16 rows).
+  // A tied lm_head is the embedding: repacked once (the embedding lookup reads the groups).
   add(tied(w) ? w.embed : w.lm_head);
   return out;
 }
@@ -52,7 +54,7 @@ RepackStats repack_for_decode(ModelWeights& weights, ThreadPool& pool) {
     for (int64_t i = i0; i < i1; ++i) {
       const auto u = static_cast<size_t>(i);
       const Tensor dst = arena.slice(at[u], at[u] + todo[u]->nbytes());
-      packed[u] = kernels::repack_q4_0x16(*todo[u], dst);
+      packed[u] = kernels::repack_x16(*todo[u], dst);
     }
   });
   const bool was_tied = tied(weights);

@@ -1,17 +1,20 @@
-// The decode GEMV over Q4_0x16 weights (rows interleaved in groups of 16, quant_blocks.h),
-// compiled into each ISA file after quant_gemv_impl.h, inside the same QG_NS (no include guard
-// on purpose). Besides QG_NS and QG_VNNI, define QG_W512: 1 runs a group of 16 rows as one
-// 512-bit vector, 0 as two 256-bit halves of 8 rows (the layout serves both).
+// The decode GEMVs over Q4_0x16 and Q4_Kx16 weights (rows interleaved in groups of 16,
+// quant_blocks.h), compiled into each ISA file after quant_gemv_impl.h, inside the same QG_NS
+// (no include guard on purpose). Besides QG_NS and QG_VNNI, define QG_W512: 1 runs a group of
+// 16 rows as one 512-bit vector, 0 as two 256-bit halves of 8 rows (the layouts serve both).
 //
-// One SIMD lane is one weight row. Per 32-element block b: eight code vectors u_i (lane j: the
-// 4 codes of row j at elements 4i..4i+3, nibbles masked out of the 4 words of 64 bytes) meet
+// One SIMD lane is one weight row. Q4_0x16: Per 32-element block b: eight code vectors u_i (lane j:
+// the 4 codes of row j at elements 4i..4i+3, nibbles masked out of the 4 words of 64 bytes) meet
 // the activation bytes 4i..4i+3 broadcast to every lane, so vpdpbusd (or vpmaddubsw, exact
 // in int16 here: 16 products of |code| <= 15 and |q| <= 128 stay below 2^15, then one
 // vpmaddwd) yields the 16 rows' integer dot products at once. The 16 f16 row scales load as
 // one vector: acc += float(isum) * (d_w * d_x) and, for Q4_0's offset 8 (sum((q - 8) x) =
 // sum(q x) - 8 sum(x)), corr += d_w * sum32_x; out = acc - 8 corr, stored as one vector.
 // The float sums run in a different order from row_q4_0 (quant_gemv_impl.h); the integer dot
-// products are the same.
+// products are the same. Q4_Kx16 runs the same integer dots per 32-element sub-block (a
+// chunk's code words give two sub-blocks, low and high nibbles) and decodes the 16 rows' 6-bit
+// scales and mins as int32 lanes: acc += float(isum_j) * (d sc_j * d_x), corr += dmin m_j *
+// sum32_x, out = acc - corr.
 #include <cstring>
 
 namespace lmstack::kernels {
@@ -31,6 +34,20 @@ inline VecI high_nibbles(VecI v) {
   return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(15));
 }
 inline VecI add_i32(VecI a, VecI b) { return _mm512_add_epi32(a, b); }
+// 16 bytes as 16 int32 lanes, and the shifts and masks of the Q4_K scale decoding on them.
+inline VecI load_u8_lanes(const uint8_t* p) {
+  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline VecI and_i(VecI a, int m) { return _mm512_and_si512(a, _mm512_set1_epi32(m)); }
+inline VecI or_i(VecI a, VecI b) { return _mm512_or_si512(a, b); }
+template <int S>
+inline VecI srl_i32(VecI a) {
+  return _mm512_srli_epi32(a, S);
+}
+template <int S>
+inline VecI sll_i32(VecI a) {
+  return _mm512_slli_epi32(a, S);
+}
 #if QG_VNNI
 inline VecI dot4(VecI acc, VecI u, VecI s) { return _mm512_dpbusd_epi32(acc, u, s); }
 #else
@@ -47,6 +64,7 @@ inline void store_f(float* p, VecF v) { _mm512_storeu_ps(p, v); }
 inline VecF set1_f(float v) { return _mm512_set1_ps(v); }
 inline VecF zero_f() { return _mm512_setzero_ps(); }
 inline VecF add_f(VecF a, VecF b) { return _mm512_add_ps(a, b); }
+inline VecF sub_f(VecF a, VecF b) { return _mm512_sub_ps(a, b); }
 inline VecF mul_f(VecF a, VecF b) { return _mm512_mul_ps(a, b); }
 inline VecF fma_f(VecF a, VecF b, VecF c) { return _mm512_fmadd_ps(a, b, c); }
 inline VecF fnma_f(VecF a, VecF b, VecF c) { return _mm512_fnmadd_ps(a, b, c); }
@@ -64,6 +82,19 @@ inline VecI high_nibbles(VecI v) {
   return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(15));
 }
 inline VecI add_i32(VecI a, VecI b) { return _mm256_add_epi32(a, b); }
+inline VecI load_u8_lanes(const uint8_t* p) {  // 8 bytes as 8 int32 lanes
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+inline VecI and_i(VecI a, int m) { return _mm256_and_si256(a, _mm256_set1_epi32(m)); }
+inline VecI or_i(VecI a, VecI b) { return _mm256_or_si256(a, b); }
+template <int S>
+inline VecI srl_i32(VecI a) {
+  return _mm256_srli_epi32(a, S);
+}
+template <int S>
+inline VecI sll_i32(VecI a) {
+  return _mm256_slli_epi32(a, S);
+}
 #if QG_VNNI
 inline VecI dot4(VecI acc, VecI u, VecI s) { return _mm256_dpbusd_epi32(acc, u, s); }
 #else
@@ -80,12 +111,13 @@ inline void store_f(float* p, VecF v) { _mm256_storeu_ps(p, v); }
 inline VecF set1_f(float v) { return _mm256_set1_ps(v); }
 inline VecF zero_f() { return _mm256_setzero_ps(); }
 inline VecF add_f(VecF a, VecF b) { return _mm256_add_ps(a, b); }
+inline VecF sub_f(VecF a, VecF b) { return _mm256_sub_ps(a, b); }
 inline VecF mul_f(VecF a, VecF b) { return _mm256_mul_ps(a, b); }
 inline VecF fma_f(VecF a, VecF b, VecF c) { return _mm256_fmadd_ps(a, b, c); }
 inline VecF fnma_f(VecF a, VecF b, VecF c) { return _mm256_fnmadd_ps(a, b, c); }
 #endif
 
-// Bytes ahead of the block being read that group_dot prefetches (past a group's end: the next
+// Bytes ahead of the block being read that the group dots prefetch (past a group's end: the next
 // group's scales and codes, which follow it in memory). Measured on Zen 4 (smollm-135m q4_0
 // decode, one thread): 4096 gives 138-139 tok/s, 1024 131-135, none 113-131; at two threads
 // within noise (~3%).
@@ -107,7 +139,8 @@ constexpr int kHalves = qblock::kQ4_0x16Rows / kLanes;
 // vectors in 256-bit) spilled the AVX2 registers, and reading the group once per half read
 // each code line in two passes (AVX2 q4_0 decode 239-250 -> 279-301 tok/s when merged).
 template <int MT>
-void group_dot(const uint8_t* group, int64_t nb, const QuantizedRows& x, VecF out[kHalves][MT]) {
+void q4_0_group_dot(const uint8_t* group, const QuantizedRows& x, VecF out[kHalves][MT]) {
+  const int64_t nb = x.k / 32;
   VecF acc[kHalves][MT], corr[kHalves][MT];
   for (int h = 0; h < kHalves; ++h)
     for (int r = 0; r < MT; ++r) acc[h][r] = corr[h][r] = zero_f();
@@ -157,6 +190,81 @@ void group_dot(const uint8_t* group, int64_t nb, const QuantizedRows& x, VecF ou
     for (int r = 0; r < MT; ++r) out[h][r] = fnma_f(set1_f(8.0f), corr[h][r], acc[h][r]);
 }
 
+// Lane-wise 6-bit scale and min of sub-block j < 8 of the kLanes rows from `scales` (byte t of
+// lane l at 16 t + l): quant_blocks.h's q4k_scale_min on every lane at once.
+inline void q4k_scale_min_lanes(const uint8_t* scales, int j, VecI* sc, VecI* m) {
+  const auto byte = [&](int t) { return load_u8_lanes(scales + 16 * t); };
+  if (j < 4) {
+    *sc = and_i(byte(j), 63);
+    *m = and_i(byte(j + 4), 63);
+    return;
+  }
+  const VecI hi = byte(j + 4);
+  *sc = or_i(and_i(hi, 15), sll_i32<4>(srl_i32<6>(byte(j - 4))));
+  *m = or_i(srl_i32<4>(hi), sll_i32<4>(srl_i32<6>(byte(j))));
+}
+
+// The Q4_Kx16 counterpart of q4_0_group_dot. Per super-block and chunk p (64 elements: sub-
+// blocks 2p and 2p + 1), per half: the two sub-blocks' scale and min vectors, then per
+// activation row the 8 code words' low and high nibbles against activation bytes 4v.. and
+// 32 + 4v.. (vpdpbusd, or vpmaddubsw summed in int16: 8 words x 2 products x 15 x 128 =
+// 30,720 < 2^15), and one convert and FMA per sub-block.
+template <int MT>
+void q4_k_group_dot(const uint8_t* group, const QuantizedRows& x, VecF out[kHalves][MT]) {
+  const int64_t nb = x.k / 32;
+  VecF acc[kHalves][MT], corr[kHalves][MT];
+  for (int h = 0; h < kHalves; ++h)
+    for (int r = 0; r < MT; ++r) acc[h][r] = corr[h][r] = zero_f();
+  for (int64_t s = 0; s < nb / 8; ++s) {
+    const uint8_t* sb = group + s * qblock::kQ4_Kx16SuperBytes;
+    for (int p = 0; p < 4; ++p) {
+      for (int line = 0; line < 9; ++line)  // a quarter of the super-block's 36 lines
+        _mm_prefetch(reinterpret_cast<const char*>(sb + kPrefetchAhead + 576 * p + 64 * line),
+                     _MM_HINT_T0);
+      const uint8_t* words = sb + qblock::kQ4_Kx16CodesAt + 512 * p;
+      for (int h = 0; h < kHalves; ++h) {
+        const VecF d = load_f16(sb + 2 * kLanes * h);
+        const VecF dmin = load_f16(sb + qblock::kQ4_Kx16DminAt + 2 * kLanes * h);
+        VecF step[2], shift[2];  // d sc_j and dmin m_j of sub-blocks 2p and 2p + 1
+        for (int e = 0; e < 2; ++e) {
+          VecI sc, m;
+          q4k_scale_min_lanes(sb + qblock::kQ4_Kx16ScalesAt + kLanes * h, 2 * p + e, &sc, &m);
+          step[e] = mul_f(d, to_f(sc));
+          shift[e] = mul_f(dmin, to_f(m));
+        }
+        for (int r = 0; r < MT; ++r) {
+          const int8_t* xb = x.q + r * x.k + 256 * s + 64 * p;
+          VecI lo_sum, hi_sum;
+#if QG_VNNI
+          lo_sum = hi_sum = zero_i();
+          for (int v = 0; v < 8; ++v) {
+            const VecI raw = load_i(words + 64 * v + 4 * kLanes * h);
+            lo_sum = dot4(lo_sum, low_nibbles(raw), bcast4(xb, v));
+            hi_sum = dot4(hi_sum, high_nibbles(raw), bcast4(xb + 32, v));
+          }
+#else
+          VecI lo16 = zero_i(), hi16 = zero_i();
+          for (int v = 0; v < 8; ++v) {
+            const VecI raw = load_i(words + 64 * v + 4 * kLanes * h);
+            lo16 = add_i16(lo16, madd_u8s8(low_nibbles(raw), bcast4(xb, v)));
+            hi16 = add_i16(hi16, madd_u8s8(high_nibbles(raw), bcast4(xb + 32, v)));
+          }
+          lo_sum = widen_i16(lo16);
+          hi_sum = widen_i16(hi16);
+#endif
+          const int64_t b = r * nb + 8 * s + 2 * p;  // sub-block 2p's activation block
+          acc[h][r] = fma_f(to_f(lo_sum), mul_f(step[0], set1_f(x.d[b])), acc[h][r]);
+          acc[h][r] = fma_f(to_f(hi_sum), mul_f(step[1], set1_f(x.d[b + 1])), acc[h][r]);
+          corr[h][r] = fma_f(shift[0], set1_f(x.sum32[b]), corr[h][r]);
+          corr[h][r] = fma_f(shift[1], set1_f(x.sum32[b + 1]), corr[h][r]);
+        }
+      }
+    }
+  }
+  for (int h = 0; h < kHalves; ++h)
+    for (int r = 0; r < MT; ++r) out[h][r] = sub_f(acc[h][r], corr[h][r]);
+}
+
 // Stores lanes of out[r] (rows j0..j0 + kLanes) that fall in [lo, hi): one vector when all do.
 template <int MT>
 void store_lanes(const VecF out[MT], int64_t j0, int64_t lo, int64_t hi, float* y, int64_t ldy,
@@ -182,16 +290,19 @@ void store_lanes(const VecF out[MT], int64_t j0, int64_t lo, int64_t hi, float* 
   }
 }
 
-// Rows [lo, hi) (inside the full groups) for activation rows [0, MT) of x.
+// Rows [lo, hi) (inside the full groups) for activation rows [0, MT) of x, through the group
+// dot of layout t (groups of 16 rows of row_bytes each).
 template <int MT>
-void group_rows(const uint8_t* w, int64_t row_bytes, int64_t lo, int64_t hi, const QuantizedRows& x,
-                float* y, int64_t ldy, const float* bias, bool accumulate) {
+void group_rows(DType t, const uint8_t* w, int64_t row_bytes, int64_t lo, int64_t hi,
+                const QuantizedRows& x, float* y, int64_t ldy, const float* bias, bool accumulate) {
   constexpr int kG = qblock::kQ4_0x16Rows;
-  const int64_t nb = x.k / 32;
   for (int64_t g = lo / kG; g * kG < hi; ++g) {
     const uint8_t* group = w + g * kG * row_bytes;
     VecF out[kHalves][MT];
-    group_dot<MT>(group, nb, x, out);
+    if (t == DType::kQ4_Kx16)
+      q4_k_group_dot<MT>(group, x, out);
+    else
+      q4_0_group_dot<MT>(group, x, out);
     for (int h = 0; h < kHalves; ++h)
       store_lanes<MT>(out[h], g * kG + h * kLanes, lo, hi, y, ldy, bias, accumulate);
   }
@@ -199,16 +310,18 @@ void group_rows(const uint8_t* w, int64_t row_bytes, int64_t lo, int64_t hi, con
 
 }  // namespace x16
 
-// quant_gemv.h's contract for w of type q4_0x16 with n rows in all: the full groups here, the
-// plain Q4_0 rows after them through gemv() of quant_gemv_impl.h.
-void gemv_q4_0x16(const void* w, int64_t n, int64_t n_begin, int64_t n_end, const QuantizedRows& x,
-                  int64_t m, float* y, int64_t ldy, const float* bias, bool accumulate) {
+// quant_gemv.h's contract for w of an interleaved type t (q4_0x16, q4_Kx16) with n rows in
+// all: the full groups here, the plain rows after them through gemv() of quant_gemv_impl.h.
+void gemv_x16(DType t, const void* w, int64_t n, int64_t n_begin, int64_t n_end,
+              const QuantizedRows& x, int64_t m, float* y, int64_t ldy, const float* bias,
+              bool accumulate) {
   const auto* wb = static_cast<const uint8_t*>(w);
-  const int64_t row_bytes = x.k / 32 * qblock::kQ4_0Bytes;
+  const DType base = row_interleaved_base(t);
+  const int64_t row_bytes = dtype_bytes(base, x.k);
   const int64_t full = n / qblock::kQ4_0x16Rows * qblock::kQ4_0x16Rows;
   if (n_end > full) {
     const int64_t from = n_begin > full ? n_begin : full;
-    gemv(DType::kQ4_0, wb + full * row_bytes, from - full, n_end - full, x, m, y + full, ldy,
+    gemv(base, wb + full * row_bytes, from - full, n_end - full, x, m, y + full, ldy,
          bias ? bias + full : nullptr, accumulate);
   }
   const int64_t hi = n_end < full ? n_end : full;
@@ -218,16 +331,16 @@ void gemv_q4_0x16(const void* w, int64_t n, int64_t n_begin, int64_t n_end, cons
     float* yr = y + r * ldy;
     switch (m - r >= kMaxRows ? kMaxRows : m - r) {
       case 1:
-        x16::group_rows<1>(wb, row_bytes, n_begin, hi, xr, yr, ldy, bias, accumulate);
+        x16::group_rows<1>(t, wb, row_bytes, n_begin, hi, xr, yr, ldy, bias, accumulate);
         break;
       case 2:
-        x16::group_rows<2>(wb, row_bytes, n_begin, hi, xr, yr, ldy, bias, accumulate);
+        x16::group_rows<2>(t, wb, row_bytes, n_begin, hi, xr, yr, ldy, bias, accumulate);
         break;
       case 3:
-        x16::group_rows<3>(wb, row_bytes, n_begin, hi, xr, yr, ldy, bias, accumulate);
+        x16::group_rows<3>(t, wb, row_bytes, n_begin, hi, xr, yr, ldy, bias, accumulate);
         break;
       default:
-        x16::group_rows<4>(wb, row_bytes, n_begin, hi, xr, yr, ldy, bias, accumulate);
+        x16::group_rows<4>(t, wb, row_bytes, n_begin, hi, xr, yr, ldy, bias, accumulate);
         break;
     }
   }
