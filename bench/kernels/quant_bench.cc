@@ -110,8 +110,9 @@ void BM_QuantDecodeStep(benchmark::State& state) {
 
 void DecodeArgs(benchmark::internal::Benchmark* b) {
   for (int which : {0, 1})
-    for (DType t : {DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_0x16, DType::kQ4_K,
-                    DType::kQ4_Kx16, DType::kQ6_K, DType::kInt4G32, DType::kInt4G128})
+    for (DType t :
+         {DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_0x16, DType::kQ4_K, DType::kQ4_Kx16,
+          DType::kQ6_K, DType::kQ6_Kx16, DType::kInt4G32, DType::kInt4G128})
       b->Args({which, static_cast<int>(t), 1});
   b->Args({1, static_cast<int>(DType::kQ4_0), 4});
   b->Args({1, static_cast<int>(DType::kQ4_0x16), 4});
@@ -133,8 +134,9 @@ void BM_QuantGemvL2(benchmark::State& state) {
   state.SetLabel(std::string(dtype_name(t)));
 }
 void GemvArgs(benchmark::internal::Benchmark* b) {
-  for (DType t : {DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_0x16, DType::kQ4_K,
-                  DType::kQ4_Kx16, DType::kQ6_K, DType::kInt4G32, DType::kInt4G128})
+  for (DType t :
+       {DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_0x16, DType::kQ4_K, DType::kQ4_Kx16,
+        DType::kQ6_K, DType::kQ6_Kx16, DType::kInt4G32, DType::kInt4G128})
     b->Args({static_cast<int>(t), 1});
   b->Args({static_cast<int>(DType::kQ4_0), 4});
   b->Args({static_cast<int>(DType::kQ4_0x16), 4});

@@ -47,7 +47,8 @@ struct Layout {
   std::vector<int64_t> small_ks, gemv_ks;
 };
 const Layout kLayouts[] = {{DType::kQ4_0, {32, 96}, {32, 64, 96, 576, 1536}},
-                           {DType::kQ4_K, {256, 512}, {256, 512, 1536}}};
+                           {DType::kQ4_K, {256, 512}, {256, 512, 1536}},
+                           {DType::kQ6_K, {256, 768}, {256, 512, 1536}}};
 
 Pair make_pair(ThreadPool& pool, DType t, int64_t n, int64_t k, std::mt19937& rng) {
   const std::vector<float> src = random_vec(n * k, rng);
@@ -227,7 +228,8 @@ TEST(QuantRepack, Int8PanelsOfGroupsEqualThePlainRowsPanels) {
     for (const auto& [n, kb] : {std::pair<int64_t, int64_t>{16, 1}, {35, 3}, {48, 11}}) {
       const int64_t k = kb * dtype_info(l.plain).block_size;
       const Pair p = make_pair(pool, l.plain, n, k, rng);  // n = 35: two groups, 3 plain rows
-      const size_t bytes = static_cast<size_t>(k / 32 * kInt8PanelBlockBytes);
+      const size_t bytes =
+          static_cast<size_t>(k / 32 * int8_panel_block_bytes(int8_gemm_half_scales(l.plain)));
       std::vector<uint8_t> want(bytes, 0xAB), got(bytes, 0xCD);
       for (int64_t n0 = 0; n0 < n; n0 += kInt8PanelCols) {
         pack_int8_panel(l.plain, p.plain.raw_data(), n, k, n0, want.data());

@@ -1,10 +1,10 @@
 // repack_for_decode (model/repack.h) on the Qwen2 Q4_0 GGUF golden (bias on q/k/v, tied
 // embeddings): the q4_0 matrices become q4_0x16, a q4_0 embedding with them (still tied, so the
-// lookup reads the repacked rows); and on a Llama model quantized to Q4_K (lm_head its own
-// q4_K matrix): the q4_K matrices become q4_Kx16. Prefill (M > 16: the int8 GEMM packs its
-// panels from the groups) gives bit-identical logits; decode one token at a time and three
-// sequences at once (the interleaved GEMVs) gives the same logits up to float summation order,
-// hence the same greedy tokens.
+// lookup reads the repacked rows); and on a Llama model quantized to Q4_K and to Q6_K (lm_head
+// its own matrix of that type): they become q4_Kx16 / q6_Kx16. Prefill (M > 16: the int8 GEMM
+// packs its panels from the groups) gives bit-identical logits; decode one token at a time and
+// three sequences at once (the interleaved GEMVs) gives the same logits up to float summation
+// order (and for the Q4_0 golden the same greedy tokens; see the K-quant test for its bound).
 #include "lmstack/model/repack.h"
 
 #include <gtest/gtest.h>
@@ -89,7 +89,7 @@ TEST(Repack, Q4_0ModelGivesTheSameLogitsRepacked) {
   expect_same_logits(plain.config, plain.weights, packed, 1e-5, true);
 }
 
-TEST(Repack, Q4_KModelGivesTheSameLogitsRepacked) {
+TEST(Repack, KQuantModelsGiveTheSameLogitsRepacked) {
   // K = 256 and 512 (one and two super-blocks); vocab 520: the lm_head's 32 groups and 8
   // plain rows.
   const Json config = Json::parse(R"({"architectures": ["LlamaForCausalLM"],
@@ -97,26 +97,30 @@ TEST(Repack, Q4_KModelGivesTheSameLogitsRepacked) {
       "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
       "num_hidden_layers": 2, "vocab_size": 520, "max_position_embeddings": 256,
       "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": false})");
-  const ModelDir ref = make_reference(config, DType::kF32, "repack_q4_k");
+  const ModelDir ref = make_reference(config, DType::kF32, "repack_k_quants");
   ThreadPool pool(2);
-  QuantizeOptions o;
-  o.weight_type = o.output_type = DType::kQ4_K;
-  const ModelWeights plain = quantize_weights(pool, ref.config, ref.weights, o, nullptr);
-  ModelWeights packed = plain;
-  const RepackStats st = repack_for_decode(packed, pool);
-  EXPECT_EQ(st.tensors, 2 * 7 + 1);  // per layer q, k, v, o, gate, up, down; the lm_head
-  for (const LayerWeights& l : packed.layers)
-    for (const Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-      EXPECT_EQ(t->dtype(), DType::kQ4_Kx16);
-  EXPECT_EQ(packed.lm_head.dtype(), DType::kQ4_Kx16);
-  EXPECT_EQ(packed.bytes(), plain.bytes());
-  // Decode: the two GEMVs agree to ~2e-7 (quant_repack_test), which holds for this model's
-  // first three tokens; from the fourth on, such a difference lands on a rounding boundary of
-  // the next layer's int8 activation quantization now and then, one code moves by one step
-  // (~1e-3 of the logits), and the random-init model carries it on through the KV cache
-  // (5e-3 after 20 tokens; plain GEMV against plain prefill GEMM: 2.5e-4). A layout error moves
-  // every logit (one sub-block scale for both of a chunk: rel_rms 0.8), so 2e-2 separates them.
-  expect_same_logits(ref.config, plain, packed, 2e-2, false);
+  for (const auto& [type, x16] :
+       {std::pair{DType::kQ4_K, DType::kQ4_Kx16}, std::pair{DType::kQ6_K, DType::kQ6_Kx16}}) {
+    SCOPED_TRACE(dtype_name(type));
+    QuantizeOptions o;
+    o.weight_type = o.output_type = type;
+    const ModelWeights plain = quantize_weights(pool, ref.config, ref.weights, o, nullptr);
+    ModelWeights packed = plain;
+    const RepackStats st = repack_for_decode(packed, pool);
+    EXPECT_EQ(st.tensors, 2 * 7 + 1);  // per layer q, k, v, o, gate, up, down; the lm_head
+    for (const LayerWeights& l : packed.layers)
+      for (const Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+        EXPECT_EQ(t->dtype(), x16);
+    EXPECT_EQ(packed.lm_head.dtype(), x16);
+    EXPECT_EQ(packed.bytes(), plain.bytes());
+    // Decode: the two GEMVs agree to ~2e-7 (quant_repack_test), which holds for this model's
+    // first three tokens; from the fourth on, such a difference lands on a rounding boundary of
+    // the next layer's int8 activation quantization now and then, one code moves by one step
+    // (~1e-3 of the logits), and the random-init model carries it on through the KV cache
+    // (5e-3 after 20 tokens; plain GEMV against plain prefill GEMM: 2.5e-4). A layout error moves
+    // every logit (one sub-block scale for both of a chunk: rel_rms 0.8), so 2e-2 separates them.
+    expect_same_logits(ref.config, plain, packed, 2e-2, false);
+  }
 }
 
 }  // namespace

@@ -67,7 +67,7 @@ void repack_for_decode(ModelSession& s, ThreadPool& pool) {
   if (env && std::string(env) == "0") return;
   const model::RepackStats st = model::repack_for_decode(s.model.weights, pool);
   if (st.tensors > 0)
-    log_debug("repacked {} q4_0 / q4_K matrices ({} MiB) for the decode GEMV", st.tensors,
+    log_debug("repacked {} q4_0 / q4_K / q6_K matrices ({} MiB) for the decode GEMV", st.tensors,
               st.bytes >> 20);
 }
 

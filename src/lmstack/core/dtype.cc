@@ -26,6 +26,7 @@ constexpr std::array<DTypeInfo, kNumDTypes> kTable = {{
     {"int4_g128", 128, 68, false},  // the same with 4 nibble chunks
     {"q4_0x16", 32, 18, false},     // q4_0's bytes, 16 rows interleaved (quant_blocks.h)
     {"q4_Kx16", 256, 144, false},   // q4_K's bytes, 16 rows interleaved (quant_blocks.h)
+    {"q6_Kx16", 256, 210, false},   // q6_K's bytes, 16 rows interleaved (quant_blocks.h)
 }};
 
 bool iequal(std::string_view a, std::string_view b) {

@@ -32,6 +32,8 @@ enum class DType : uint8_t {
   // Q4_K the same way, 16 rows per group of super-blocks (quant_blocks.h): Q4_K's 144 bytes
   // per 256 elements.
   kQ4_Kx16,
+  // Q6_K the same way (quant_blocks.h): Q6_K's 210 bytes per 256 elements.
+  kQ6_Kx16,
   kCount
 };
 inline constexpr int kNumDTypes = static_cast<int>(DType::kCount);
@@ -46,11 +48,22 @@ struct DTypeInfo {
 const DTypeInfo& dtype_info(DType t);
 inline std::string_view dtype_name(DType t) { return dtype_info(t).name; }
 inline bool is_quantized(DType t) { return dtype_info(t).block_size > 1; }
-// The load-time row-interleaved layouts (kQ4_0x16, kQ4_Kx16), and the row type each permutes:
-// their tensors hold that type's bytes, in groups of 16 rows (kernels/quant_repack.h).
-inline bool is_row_interleaved(DType t) { return t == DType::kQ4_0x16 || t == DType::kQ4_Kx16; }
+// The load-time row-interleaved layouts (kQ4_0x16, kQ4_Kx16, kQ6_Kx16), and the row type each
+// permutes: their tensors hold that type's bytes, in groups of 16 rows (kernels/quant_repack.h).
+inline bool is_row_interleaved(DType t) {
+  return t == DType::kQ4_0x16 || t == DType::kQ4_Kx16 || t == DType::kQ6_Kx16;
+}
 inline DType row_interleaved_base(DType t) {
-  return t == DType::kQ4_0x16 ? DType::kQ4_0 : t == DType::kQ4_Kx16 ? DType::kQ4_K : t;
+  switch (t) {
+    case DType::kQ4_0x16:
+      return DType::kQ4_0;
+    case DType::kQ4_Kx16:
+      return DType::kQ4_K;
+    case DType::kQ6_Kx16:
+      return DType::kQ6_K;
+    default:
+      return t;
+  }
 }
 // Bytes for n elements; n must be a multiple of the block size (checked).
 int64_t dtype_bytes(DType t, int64_t n);

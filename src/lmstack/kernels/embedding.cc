@@ -33,7 +33,7 @@ void embedding_lookup(float* out, const Tensor& table, const int32_t* ids, int64
         convert_f16_to_f32(table.data<uint16_t>() + row * width, dst, width);
         break;
       default:
-        // q4_0x16 / q4_Kx16: a tied lm_head repacked for decode (quant_repack.h);
+        // q4_0x16 / q4_Kx16 / q6_Kx16: a tied lm_head repacked for decode (quant_repack.h);
         // dequantize_rows reads it.
         if (!is_row_codec_dtype(table.dtype()) && !is_row_interleaved(table.dtype()))
           throw_error<ConfigError>(

@@ -136,15 +136,48 @@ void pack_q4_kx16_group(const uint8_t* group, int64_t blocks, uint8_t* panel) {
   }
 }
 
+// The 16 rows of one Q6_Kx16 group into half-scale panels: block j of super-block s is element
+// half j / 4, element group c = j % 4, whose codes decode from each word's three vectors (the
+// Q6_K table in quant_blocks.h); scales and offsets as decode_block's Q6_K case.
+void pack_q6_kx16_group(const uint8_t* group, int64_t blocks, uint8_t* panel) {
+  using namespace qblock;
+  const int64_t nsb = blocks / 8, block_bytes = int8_panel_block_bytes(true);
+  for (int64_t s = 0; s < nsb; ++s) {
+    const uint8_t* header = group + q6_kx16_header_at(nsb, s);
+    const uint8_t* codes = group + q6_kx16_codes_at(nsb, s);
+    for (int j = 0; j < 8; ++j) {
+      const int e = j / 4, c = j % 4;
+      uint8_t* pb = panel + (8 * s + j) * block_bytes;
+      for (int v = 0; v < 8; ++v) {
+        const uint8_t* w = codes + 1536 * e + 192 * v;
+        for (int i = 0; i < 64; ++i) {
+          const uint8_t low = c % 2 ? w[64 + i] : w[i], high = w[128 + i];
+          const int nibble = c < 2 ? low & 15 : low >> 4;
+          pb[64 * v + i] = static_cast<uint8_t>(nibble | (((high >> (2 * c)) & 3) << 4));
+        }
+      }
+      float* so = panel_scales(pb);
+      for (int col = 0; col < kInt8PanelCols; ++col) {
+        const float d = f16_to_f32(load_u16(header + 2 * col));
+        const auto* sc = reinterpret_cast<const int8_t*>(header + kQ6_Kx16ScalesAt + col);
+        so[col] = d * static_cast<float>(sc[16 * (2 * j)]);
+        so[2 * kInt8PanelCols + col] = d * static_cast<float>(sc[16 * (2 * j + 1)]);
+        so[kInt8PanelCols + col] = -32.0f * so[col];
+        so[3 * kInt8PanelCols + col] = -32.0f * so[2 * kInt8PanelCols + col];
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool int8_gemm_supports(DType t) {
   return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ4_0x16 || t == DType::kQ4_K ||
-         t == DType::kQ4_Kx16 || t == DType::kQ6_K || t == DType::kInt4G32 ||
-         t == DType::kInt4G64 || t == DType::kInt4G128;
+         t == DType::kQ4_Kx16 || t == DType::kQ6_K || t == DType::kQ6_Kx16 ||
+         t == DType::kInt4G32 || t == DType::kInt4G64 || t == DType::kInt4G128;
 }
 
-bool int8_gemm_half_scales(DType t) { return t == DType::kQ6_K; }
+bool int8_gemm_half_scales(DType t) { return t == DType::kQ6_K || t == DType::kQ6_Kx16; }
 
 bool int8_gemm_fits_int16(DType t) { return int8_gemm_supports(t) && t != DType::kQ8_0; }
 
@@ -157,7 +190,9 @@ void pack_int8_panel(DType t, const void* w, int64_t n, int64_t k, int64_t n0, u
     const int64_t full = n / qblock::kQ4_0x16Rows * qblock::kQ4_0x16Rows;
     if (n0 < full && t == DType::kQ4_0x16)
       return pack_q4_0x16_group(wb + n0 * row_bytes, blocks, panel);
-    if (n0 < full) return pack_q4_kx16_group(wb + n0 * row_bytes, blocks, panel);
+    if (n0 < full && t == DType::kQ4_Kx16)
+      return pack_q4_kx16_group(wb + n0 * row_bytes, blocks, panel);
+    if (n0 < full) return pack_q6_kx16_group(wb + n0 * row_bytes, blocks, panel);
     return pack_int8_panel(base, wb + full * row_bytes, n - full, k, n0 - full, panel);
   }
   const int64_t row_bytes = dtype_bytes(t, k);

@@ -35,10 +35,10 @@ constexpr int64_t int8_panel_block_bytes(bool half_scales) {
 inline constexpr int64_t kInt8PanelBlockBytes = int8_panel_block_bytes(false);
 
 // Whether gemm_int8 takes weights of this type (Q8_0, Q4_0 and Q4_K and their repacked
-// Q4_0x16 / Q4_Kx16, Q6_K, int4_g*).
+// Q4_0x16 / Q4_Kx16, Q6_K and its Q6_Kx16, int4_g*).
 bool int8_gemm_supports(DType t);
 
-// Whether the type's blocks carry a scale and offset per 16 elements (Q6_K).
+// Whether the type's blocks carry a scale and offset per 16 elements (Q6_K, Q6_Kx16).
 bool int8_gemm_half_scales(DType t);
 
 // Whether the AVX2 microkernel takes it: codes of at most 6 bits (all but Q8_0), whose
@@ -48,7 +48,8 @@ bool int8_gemm_fits_int16(DType t);
 // Packs weight rows [n0, n0 + 16) of w ([n, k] of type t, k a multiple of 32, n0 a multiple of
 // 16) into `panel` (k / 32 * int8_panel_block_bytes(int8_gemm_half_scales(t)) bytes). A Q4_0x16
 // or Q4_Kx16 group is the panel layout already, its nibbles side by side (quant_blocks.h): its
-// panel is the nibbles unpacked and the scales widened, no per-element gathering.
+// panel is the nibbles unpacked and the scales widened, no per-element gathering (a Q6_Kx16
+// group's codes decode from its word vectors in place).
 void pack_int8_panel(DType t, const void* w, int64_t n, int64_t k, int64_t n0, uint8_t* panel);
 
 // c[r * ldc + j] (+)= sum over blocks of the formula above, rows [row0, row0 + mr) of x

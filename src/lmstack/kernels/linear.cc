@@ -6,9 +6,9 @@
 // Block-quantized weights (quant.h) take the integer GEMV of quant_gemv.h for decode-sized
 // M (activations quantized to int8 on the fly) and the same blocked GEMM for larger M, whose
 // B packing dequantizes them, except where the int8 GEMM (gemm_int8.h) takes them: with VNNI
-// Q8_0 and the 4-bit types, without it the 4-bit types. Q4_0 and Q4_K repacked at load time
-// (q4_0x16, q4_Kx16: quant_repack.h) have their own GEMVs, and the int8 GEMM packs its panels
-// from the groups.
+// Q8_0 and the 4-bit types, without it the 4-bit types. Q4_0, Q4_K and Q6_K repacked at load
+// time (q4_0x16, q4_Kx16, q6_Kx16: quant_repack.h) have their own GEMVs, and the int8 GEMM packs
+// its panels from the groups.
 #include <algorithm>
 #include <array>
 #include <span>
@@ -125,7 +125,7 @@ void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, const Int8Gemm& int8, co
       gemm_int8(int8.micro, pool, o.y, xq, m, o.w->dtype(), o.w->raw_data(), n, accumulate);
       continue;
     }
-    // Every SIMD variant's int8 GEMM takes q4_0x16 and q4_Kx16 (4-bit codes), so only
+    // Every SIMD variant's int8 GEMM takes the interleaved layouts (codes of <= 6 bits), so only
     // row-contiguous types get here.
     LMSTACK_CHECK(!is_row_interleaved(o.w->dtype()), "linear: {} reached the f32 GEMM",
                   dtype_name(o.w->dtype()));

@@ -147,9 +147,9 @@ constexpr Codec kCodecs[] = {
      [](const float* x, uint8_t* d, int64_t n) { qref::quantize_int4(128, x, d, n); },
      [](const uint8_t* s, float* y, int64_t n) { qref::dequantize_int4(128, s, y, n); }},
 };
-// Not counted: the 5 plain types and q4_0x16 / q4_Kx16, layouts of Q4_0 / Q4_K
-// (quant_repack.h) with no rows of their own to code.
-static_assert(std::size(kCodecs) == static_cast<size_t>(kNumDTypes) - 7,
+// Not counted: the 5 plain types and q4_0x16 / q4_Kx16 / q6_Kx16, layouts of Q4_0 / Q4_K /
+// Q6_K (quant_repack.h) with no rows of their own to code.
+static_assert(std::size(kCodecs) == static_cast<size_t>(kNumDTypes) - 8,
               "every block-quantized dtype needs a codec");
 
 const Codec* find_codec(DType t) {

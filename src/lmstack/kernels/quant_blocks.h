@@ -80,6 +80,29 @@ inline constexpr int kQ4_Kx16DminAt = 32;
 inline constexpr int kQ4_Kx16ScalesAt = 64;
 inline constexpr int kQ4_Kx16CodesAt = 256;
 
+// Q6_Kx16 (DType::kQ6_Kx16): Q6_K rows interleaved the same way. Per super-block s of a group,
+// a 288-byte header: the 16 rows' f16 d at 2 j, then the 16 int8 sub-scales, scale t of row j
+// at 32 + 16 t + j; and 3072 code bytes: for element half e < 2 and word v < 8, at 1536 e +
+// 192 v, three 64-byte vectors (row j at + 4 j) holding row j's plain ql[64e + 4v ..],
+// ql[64e + 32 + 4v ..] and qh[32e + 4v ..] (4 bytes each), from which one vector each of the
+// 6-bit codes of elements 128e + 32c + 4v.. (c < 4) decode (the Q6_K table above). Super-
+// blocks go in pairs as Q4_0x16's blocks do, both headers (576 bytes) before both code runs, so
+// the code vectors stay 64-byte aligned (3360 bytes a super-block is not a multiple of 64); an
+// odd last one stands alone, header then codes.
+inline constexpr int64_t kQ6_Kx16SuperBytes = 16 * kQ6_KBytes;  // 3360
+inline constexpr int64_t kQ6_Kx16HeaderBytes = 32 + 16 * 16;    // 288
+inline constexpr int kQ6_Kx16ScalesAt = 32;                     // in the header
+inline int64_t q6_kx16_header_at(int64_t nsb, int64_t s) {
+  const int64_t pair = s / 2, base = pair * 2 * kQ6_Kx16SuperBytes;
+  return 2 * pair + 1 < nsb ? base + kQ6_Kx16HeaderBytes * (s % 2) : base;
+}
+inline int64_t q6_kx16_codes_at(int64_t nsb, int64_t s) {
+  const int64_t pair = s / 2, base = pair * 2 * kQ6_Kx16SuperBytes;
+  const int64_t codes = kQ6_Kx16SuperBytes - kQ6_Kx16HeaderBytes;
+  return 2 * pair + 1 < nsb ? base + 2 * kQ6_Kx16HeaderBytes + codes * (s % 2)
+                            : base + kQ6_Kx16HeaderBytes;
+}
+
 inline uint16_t load_u16(const uint8_t* p) {
   uint16_t v;
   std::memcpy(&v, p, 2);

@@ -29,7 +29,8 @@ struct QuantizedRows {
 
 // y[r * ldy + j] (+)= sum_i x[r, i] * w[j, i] (+ bias[j]) for j in [n_begin, n_end), r < m,
 // w being the n rows of dtype t (q8_0, q4_0, q4_K, q6_K, int4_g*) in their GGUF/lmstack
-// layouts, or q4_0x16 / q4_Kx16 (quant_blocks.h; n places their groups, quant_gemv_x16.h).
+// layouts, or q4_0x16 / q4_Kx16 / q6_Kx16 (quant_blocks.h; n places their groups,
+// quant_gemv_x16.h).
 using QuantGemvFn = void(DType t, const void* w, int64_t n, int64_t n_begin, int64_t n_end,
                          const QuantizedRows& x, int64_t m, float* y, int64_t ldy,
                          const float* bias, bool accumulate);

@@ -1,6 +1,6 @@
 // AVX2 build of the quantized GEMV leaf kernels (quant_gemv_impl.h): vpmaddubsw + vpmaddwd in
-// place of VNNI, for x86-64-v3 machines without AVX-512 (q4_0x16 / q4_Kx16 groups as two 8-row
-// halves).
+// place of VNNI, for x86-64-v3 machines without AVX-512 (q4_0x16 / q4_Kx16 / q6_Kx16 groups as two
+// 8-row halves).
 #include "lmstack/kernels/quant_gemv.h"
 
 #define QG_NS avx2

@@ -1,7 +1,7 @@
 // AVX-512 builds of the quantized GEMV leaf kernels (quant_gemv_impl.h): one with VNNI's
 // vpdpbusd, one with vpmaddubsw + vpmaddwd for AVX-512 CPUs without VNNI. The row kernels run on
-// 256-bit vectors (EVEX-encoded, 32 registers); the q4_0x16 / q4_Kx16 kernels (quant_gemv_x16.h) on
-// 512-bit ones, 16 weight rows per vector.
+// 256-bit vectors (EVEX-encoded, 32 registers); the interleaved-layout kernels (quant_gemv_x16.h)
+// on 512-bit ones, 16 weight rows per vector.
 #include "lmstack/kernels/quant_gemv.h"
 
 #define QG_NS vnni

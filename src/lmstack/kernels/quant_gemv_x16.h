@@ -1,4 +1,4 @@
-// The decode GEMVs over Q4_0x16 and Q4_Kx16 weights (rows interleaved in groups of 16,
+// The decode GEMVs over Q4_0x16, Q4_Kx16 and Q6_Kx16 weights (rows interleaved in groups of 16,
 // quant_blocks.h), compiled into each ISA file after quant_gemv_impl.h, inside the same QG_NS
 // (no include guard on purpose). Besides QG_NS and QG_VNNI, define QG_W512: 1 runs a group of
 // 16 rows as one 512-bit vector, 0 as two 256-bit halves of 8 rows (the layouts serve both).
@@ -37,6 +37,9 @@ inline VecI add_i32(VecI a, VecI b) { return _mm512_add_epi32(a, b); }
 // 16 bytes as 16 int32 lanes, and the shifts and masks of the Q4_K scale decoding on them.
 inline VecI load_u8_lanes(const uint8_t* p) {
   return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline VecI load_i8_lanes(const uint8_t* p) {
+  return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 inline VecI and_i(VecI a, int m) { return _mm512_and_si512(a, _mm512_set1_epi32(m)); }
 inline VecI or_i(VecI a, VecI b) { return _mm512_or_si512(a, b); }
@@ -84,6 +87,9 @@ inline VecI high_nibbles(VecI v) {
 inline VecI add_i32(VecI a, VecI b) { return _mm256_add_epi32(a, b); }
 inline VecI load_u8_lanes(const uint8_t* p) {  // 8 bytes as 8 int32 lanes
   return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+inline VecI load_i8_lanes(const uint8_t* p) {
+  return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
 }
 inline VecI and_i(VecI a, int m) { return _mm256_and_si256(a, _mm256_set1_epi32(m)); }
 inline VecI or_i(VecI a, VecI b) { return _mm256_or_si256(a, b); }
@@ -265,6 +271,84 @@ void q4_k_group_dot(const uint8_t* group, const QuantizedRows& x, VecF out[kHalv
     for (int r = 0; r < MT; ++r) out[h][r] = sub_f(acc[h][r], corr[h][r]);
 }
 
+// Q6_K's 6-bit codes of elements 32c + 4v.. (c < 4) of one element half, one vector per c, from
+// word v's three vectors at w: ql bytes 4v.. (c = 0 low nibbles, 2 high), ql bytes 32 + 4v..
+// (c = 1, 3) and qh bytes 4v.. (bits 2c, 2c + 1 of each byte are c's high two bits). The
+// 32-bit shifts move bits across bytes only where the 0x30 mask drops them.
+inline void q6k_codes(const uint8_t* w, VecI c[4]) {
+  const VecI l0 = load_i(w), l1 = load_i(w + 64), hb = load_i(w + 128);
+  constexpr int kHigh = 0x30303030;
+  c[0] = or_i(low_nibbles(l0), and_i(sll_i32<4>(hb), kHigh));
+  c[1] = or_i(low_nibbles(l1), and_i(sll_i32<2>(hb), kHigh));
+  c[2] = or_i(high_nibbles(l0), and_i(hb, kHigh));
+  c[3] = or_i(high_nibbles(l1), and_i(srl_i32<2>(hb), kHigh));
+}
+
+// The Q6_Kx16 counterpart of q4_0_group_dot. Per super-block, element half e and activation
+// row, two passes of four words: words 0-3 hold the first 16 elements of each 32-element group
+// c, words 4-7 the second, so each pass ends with one integer dot per c under one int8 sub-
+// scale: acc += float(isum) * (d sc * d_x), corr += d sc * sum16_x, out = acc - 32 corr. Without
+// VNNI two words are summed in int16 before widening (2 x 2 products x 63 x 128 = 32,256 <
+// 2^15).
+template <int MT>
+void q6_k_group_dot(const uint8_t* group, const QuantizedRows& x, VecF out[kHalves][MT]) {
+  const int64_t nb = x.k / 32, nsb = nb / 8;
+  VecF acc[kHalves][MT], corr[kHalves][MT];
+  for (int h = 0; h < kHalves; ++h)
+    for (int r = 0; r < MT; ++r) acc[h][r] = corr[h][r] = zero_f();
+  for (int64_t s = 0; s < nsb; ++s) {
+    const uint8_t* header = group + qblock::q6_kx16_header_at(nsb, s);
+    const uint8_t* codes = group + qblock::q6_kx16_codes_at(nsb, s);
+    if (s + 1 < nsb)  // the pair's second header sits before the first's codes, behind the stream
+      for (int line = 0; line < 5; ++line)
+        _mm_prefetch(reinterpret_cast<const char*>(group + qblock::q6_kx16_header_at(nsb, s + 1) +
+                                                   64 * line),
+                     _MM_HINT_T0);
+    for (int e = 0; e < 2; ++e) {
+      for (int line = 0; line < 24; ++line)  // this half's 1536 code bytes, kPrefetchAhead on
+        _mm_prefetch(reinterpret_cast<const char*>(codes + kPrefetchAhead + 1536 * e + 64 * line),
+                     _MM_HINT_T0);
+      for (int h = 0; h < kHalves; ++h) {
+        const VecF d = load_f16(header + 2 * kLanes * h);
+        for (int r = 0; r < MT; ++r) {
+          const int8_t* xe = x.q + r * x.k + 256 * s + 128 * e;
+          for (int pass = 0; pass < 2; ++pass) {
+            VecI isum[4];
+            for (int c = 0; c < 4; ++c) isum[c] = zero_i();
+#if QG_VNNI
+            for (int v = 4 * pass; v < 4 * pass + 4; ++v) {
+              VecI q[4];
+              q6k_codes(codes + 1536 * e + 192 * v + 4 * kLanes * h, q);
+              for (int c = 0; c < 4; ++c) isum[c] = dot4(isum[c], q[c], bcast4(xe + 32 * c, v));
+            }
+#else
+            for (int v = 4 * pass; v < 4 * pass + 4; v += 2) {
+              VecI q0[4], q1[4];
+              q6k_codes(codes + 1536 * e + 192 * v + 4 * kLanes * h, q0);
+              q6k_codes(codes + 1536 * e + 192 * (v + 1) + 4 * kLanes * h, q1);
+              for (int c = 0; c < 4; ++c)
+                isum[c] = add_i32(isum[c],
+                                  widen_i16(add_i16(madd_u8s8(q0[c], bcast4(xe + 32 * c, v)),
+                                                    madd_u8s8(q1[c], bcast4(xe + 32 * c, v + 1)))));
+            }
+#endif
+            for (int c = 0; c < 4; ++c) {
+              const int u = 8 * e + 2 * c + pass;  // the sub-scale of these 16 elements
+              const uint8_t* sc = header + qblock::kQ6_Kx16ScalesAt + 16 * u + kLanes * h;
+              const VecF step = mul_f(d, to_f(load_i8_lanes(sc)));
+              const int64_t b = r * nb + 8 * s + 4 * e + c;
+              acc[h][r] = fma_f(to_f(isum[c]), mul_f(step, set1_f(x.d[b])), acc[h][r]);
+              corr[h][r] = fma_f(step, set1_f(x.sum16[2 * b + pass]), corr[h][r]);
+            }
+          }
+        }
+      }
+    }
+  }
+  for (int h = 0; h < kHalves; ++h)
+    for (int r = 0; r < MT; ++r) out[h][r] = fnma_f(set1_f(32.0f), corr[h][r], acc[h][r]);
+}
+
 // Stores lanes of out[r] (rows j0..j0 + kLanes) that fall in [lo, hi): one vector when all do.
 template <int MT>
 void store_lanes(const VecF out[MT], int64_t j0, int64_t lo, int64_t hi, float* y, int64_t ldy,
@@ -301,6 +385,8 @@ void group_rows(DType t, const uint8_t* w, int64_t row_bytes, int64_t lo, int64_
     VecF out[kHalves][MT];
     if (t == DType::kQ4_Kx16)
       q4_k_group_dot<MT>(group, x, out);
+    else if (t == DType::kQ6_Kx16)
+      q6_k_group_dot<MT>(group, x, out);
     else
       q4_0_group_dot<MT>(group, x, out);
     for (int h = 0; h < kHalves; ++h)
@@ -310,7 +396,7 @@ void group_rows(DType t, const uint8_t* w, int64_t row_bytes, int64_t lo, int64_
 
 }  // namespace x16
 
-// quant_gemv.h's contract for w of an interleaved type t (q4_0x16, q4_Kx16) with n rows in
+// quant_gemv.h's contract for w of an interleaved type t (q4_0x16, q4_Kx16, q6_Kx16) with n rows in
 // all: the full groups here, the plain rows after them through gemv() of quant_gemv_impl.h.
 void gemv_x16(DType t, const void* w, int64_t n, int64_t n_begin, int64_t n_end,
               const QuantizedRows& x, int64_t m, float* y, int64_t ldy, const float* bias,

@@ -1,5 +1,5 @@
-// Q4_0 <-> Q4_0x16 and Q4_K <-> Q4_Kx16 (quant_repack.h): byte permutations in the layouts
-// quant_blocks.h describes.
+// Q4_0 <-> Q4_0x16, Q4_K <-> Q4_Kx16 and Q6_K <-> Q6_Kx16 (quant_repack.h): byte permutations
+// in the layouts quant_blocks.h describes.
 #include "lmstack/kernels/quant_repack.h"
 
 #include <cstring>
@@ -43,6 +43,26 @@ struct Q4_KPieces {
   }
 };
 
+struct Q6_KPieces {
+  static constexpr int64_t kElements = 256, kBytes = qblock::kQ6_KBytes;
+  template <class Emit>
+  static void each(int64_t nsb, int64_t s, int j, const Emit& emit) {
+    const int64_t blk = s * qblock::kQ6_KBytes;
+    const int64_t header = qblock::q6_kx16_header_at(nsb, s);
+    const int64_t codes = qblock::q6_kx16_codes_at(nsb, s);
+    emit(blk + qblock::kQ6_KDAt, header + 2 * j, 2);
+    for (int t = 0; t < 16; ++t)
+      emit(blk + qblock::kQ6_KScalesAt + t, header + qblock::kQ6_Kx16ScalesAt + 16 * t + j, 1);
+    for (int e = 0; e < 2; ++e)
+      for (int v = 0; v < 8; ++v) {
+        const int64_t at = codes + 1536 * e + 192 * v + 4 * j;
+        emit(blk + 64 * e + 4 * v, at, 4);                            // ql, low nibbles c = 0, 2
+        emit(blk + 64 * e + 32 + 4 * v, at + 64, 4);                  // ql, c = 1, 3
+        emit(blk + qblock::kQ6_KQhAt + 32 * e + 4 * v, at + 128, 4);  // qh, two bits per c
+      }
+  }
+};
+
 // Calls move(plain_offset, packed_offset, bytes) for every piece of rows [row_begin, row_end):
 // a row past the last full group whole (it stays plain), or per block a grouped row's pieces.
 // Both directions of the permutation are this walk, copying one way or the other.
@@ -67,14 +87,17 @@ void for_each_piece(int64_t n, int64_t k, int64_t row_begin, int64_t row_end, co
 template <class Move>
 void walk(DType t, int64_t n, int64_t k, int64_t row_begin, int64_t row_end, const Move& move) {
   if (t == DType::kQ4_0x16) return for_each_piece<Q4_0Pieces>(n, k, row_begin, row_end, move);
-  LMSTACK_CHECK(t == DType::kQ4_Kx16, "x16 repack: {} is not an interleaved layout", dtype_name(t));
-  for_each_piece<Q4_KPieces>(n, k, row_begin, row_end, move);
+  if (t == DType::kQ4_Kx16) return for_each_piece<Q4_KPieces>(n, k, row_begin, row_end, move);
+  LMSTACK_CHECK(t == DType::kQ6_Kx16, "x16 repack: {} is not an interleaved layout", dtype_name(t));
+  for_each_piece<Q6_KPieces>(n, k, row_begin, row_end, move);
 }
 
 }  // namespace
 
 DType x16_dtype_for(DType t) {
-  return t == DType::kQ4_0 ? DType::kQ4_0x16 : t == DType::kQ4_K ? DType::kQ4_Kx16 : DType::kCount;
+  for (DType x : {DType::kQ4_0x16, DType::kQ4_Kx16, DType::kQ6_Kx16})
+    if (row_interleaved_base(x) == t) return x;
+  return DType::kCount;
 }
 
 void x16_rows_to_plain(DType t, const uint8_t* packed, int64_t n, int64_t k, int64_t row_begin,
@@ -94,8 +117,8 @@ void repack_x16(DType t, const uint8_t* plain, int64_t n, int64_t k, uint8_t* pa
 Tensor repack_x16(const Tensor& w, const Tensor& dst) {
   const DType t = x16_dtype_for(w.dtype());
   LMSTACK_CHECK(w.rank() == 2 && t != DType::kCount,
-                "repack_x16: want a 2-D q4_0 or q4_K tensor, got {} {}", dtype_name(w.dtype()),
-                w.shape().str());
+                "repack_x16: want a 2-D q4_0, q4_K or q6_K tensor, got {} {}",
+                dtype_name(w.dtype()), w.shape().str());
   LMSTACK_CHECK(dst.nbytes() == w.nbytes() && !dst.is_mapped(),
                 "repack_x16: destination of {} bytes for {} (writable, equal size)", dst.nbytes(),
                 w.nbytes());
