@@ -115,19 +115,8 @@ void pack_b_nt_typed(const void* b, int64_t ldb, int64_t n0, int64_t nc, int64_t
 
 void pack_b_nt(WeightType wt, const void* b, int64_t ldb, int64_t n0, int64_t nc, int64_t k0,
                int64_t kc, float* bp) {
-  switch (wt) {
-    case WeightType::kF32:
-      pack_b_nt_typed<WeightType::kF32>(b, ldb, n0, nc, k0, kc, bp);
-      break;
-    case WeightType::kBF16:
-      pack_b_nt_typed<WeightType::kBF16>(b, ldb, n0, nc, k0, kc, bp);
-      break;
-    case WeightType::kF16:
-      pack_b_nt_typed<WeightType::kF16>(b, ldb, n0, nc, k0, kc, bp);
-      break;
-    default:  // block-quantized types never reach this kernel (see WeightType)
-      break;
-  }
+  with_float_weight_type(wt,
+                         [&]<WeightType WT>() { pack_b_nt_typed<WT>(b, ldb, n0, nc, k0, kc, bp); });
 }
 
 void pack_b_nn(const float* b, int64_t ldb, int64_t n0, int64_t nc, int64_t k0, int64_t kc,

@@ -42,6 +42,22 @@ inline constexpr DType weight_dtype(WeightType wt) {
   return kWeightTypeDType[static_cast<int>(wt)];
 }
 
+// Calls f.template operator()<WT>() for the float weight type wt (f32, bf16, f16): the one
+// switch behind each ISA's dtype-templated B packers (block-quantized types never reach them).
+template <class F>
+inline void with_float_weight_type(WeightType wt, const F& f) {
+  switch (wt) {
+    case WeightType::kF32:
+      return f.template operator()<WeightType::kF32>();
+    case WeightType::kBF16:
+      return f.template operator()<WeightType::kBF16>();
+    case WeightType::kF16:
+      return f.template operator()<WeightType::kF16>();
+    default:
+      return;
+  }
+}
+
 // ---- GEMV (decode): y[r, j] for j in [n_begin, n_end), r < m ----------------------------
 // y[r * ldy + j] = sum_i x[r * k + i] * w[j * k + i] (+ bias[j]) (+ y[r * ldy + j] if
 // accumulate). Streams each weight row once for all m rows (up to 6 rows per pass over a row
