@@ -3,8 +3,8 @@
 // (no include guard on purpose). Besides QG_NS and QG_VNNI, define QG_W512: 1 runs a group of
 // 16 rows as one 512-bit vector, 0 as two 256-bit halves of 8 rows (the layouts serve both).
 //
-// One SIMD lane is one weight row. Q4_0x16: Per 32-element block b: eight code vectors u_i (lane j:
-// the 4 codes of row j at elements 4i..4i+3, nibbles masked out of the 4 words of 64 bytes) meet
+// One SIMD lane is one weight row. Q4_0x16, per 32-element block b: eight code vectors u_i (lane
+// j: the 4 codes of row j at elements 4i..4i+3, nibbles masked out of the 4 words of 64 bytes) meet
 // the activation bytes 4i..4i+3 broadcast to every lane, so vpdpbusd (or vpmaddubsw, exact
 // in int16 here: 16 products of |code| <= 15 and |q| <= 128 stay below 2^15, then one
 // vpmaddwd) yields the 16 rows' integer dot products at once. The 16 f16 row scales load as
@@ -14,7 +14,8 @@
 // products are the same. Q4_Kx16 runs the same integer dots per 32-element sub-block (a
 // chunk's code words give two sub-blocks, low and high nibbles) and decodes the 16 rows' 6-bit
 // scales and mins as int32 lanes: acc += float(isum_j) * (d sc_j * d_x), corr += dmin m_j *
-// sum32_x, out = acc - corr.
+// sum32_x, out = acc - corr. Q6_Kx16 decodes 6-bit codes from each word's three vectors and
+// scales per 16 elements: out = acc - 32 corr with corr += d sc * sum16_x.
 #include <cstring>
 
 namespace lmstack::kernels {
