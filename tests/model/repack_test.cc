@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "gguf_test_util.h"
+#include "lmstack/kernels/quant_repack.h"
 #include "lmstack/model/gguf_model.h"
 #include "lmstack/model/quantize.h"
 
@@ -107,6 +108,10 @@ TEST(Repack, KQuantModelsGiveTheSameLogitsRepacked) {
     const ModelWeights plain = quantize_weights(pool, ref.config, ref.weights, o, nullptr);
     ModelWeights packed = plain;
     const RepackStats st = repack_for_decode(packed, pool);
+    if (!kernels::x16_pays_off(type)) {  // q6_K without AVX-512: the row GEMV is faster
+      EXPECT_EQ(st.tensors, 0);
+      continue;
+    }
     EXPECT_EQ(st.tensors, 2 * 7 + 1);  // per layer q, k, v, o, gate, up, down; the lm_head
     for (const LayerWeights& l : packed.layers)
       for (const Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})

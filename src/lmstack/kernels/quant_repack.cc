@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "lmstack/core/cpu_features.h"
 #include "lmstack/core/error.h"
 #include "lmstack/kernels/quant_blocks.h"
 
@@ -98,6 +99,11 @@ DType x16_dtype_for(DType t) {
   for (DType x : {DType::kQ4_0x16, DType::kQ4_Kx16, DType::kQ6_Kx16})
     if (row_interleaved_base(x) == t) return x;
   return DType::kCount;
+}
+
+bool x16_pays_off(DType t) {
+  if (x16_dtype_for(t) == DType::kCount) return false;
+  return t != DType::kQ6_K || cpu_features().has_avx512();
 }
 
 void x16_rows_to_plain(DType t, const uint8_t* packed, int64_t n, int64_t k, int64_t row_begin,

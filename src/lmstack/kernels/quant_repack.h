@@ -19,6 +19,12 @@ namespace lmstack::kernels {
 // kQ6_Kx16), or kCount for types without one.
 DType x16_dtype_for(DType t);
 
+// Whether t's interleaved layout decodes faster than its plain rows on this CPU: always for
+// Q4_0 and Q4_K; for Q6_K only with AVX-512 (with AVX2 alone its 6-bit codes decode on two
+// 8-row halves, and measured from DRAM on 2 threads, AVX2 forced on Zen 4, q6_Kx16 gave 23-26
+// GB/s against the row kernel's 27-28; with VNNI 33-38 against 27-31).
+bool x16_pays_off(DType t);
+
 // Rows [row_begin, row_end) of an interleaved matrix (`packed`, dtype t: q4_0x16, q4_Kx16 or
 // q6_Kx16)
 // of n rows and k columns, as plain rows of its base type into `plain` ((row_end - row_begin)

@@ -18,8 +18,7 @@ bool tied(const ModelWeights& w) {  // const raw_data(): the tensors may be read
 std::vector<Tensor*> repackable(ModelWeights& w) {
   std::vector<Tensor*> out;
   const auto add = [&](Tensor& t) {
-    if (t.defined() && t.rank() == 2 && kernels::x16_dtype_for(t.dtype()) != DType::kCount)
-      out.push_back(&t);
+    if (t.defined() && t.rank() == 2 && kernels::x16_pays_off(t.dtype())) out.push_back(&t);
   };
   for (LayerWeights& l : w.layers) {
     if (!l.mla) {  // MLA reads wq / wo through its own path (mla.h)
