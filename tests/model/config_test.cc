@@ -268,6 +268,9 @@ TEST(Config, SlidingWindowPerArchitectureAsTransformersReadsIt) {
   q["max_window_layers"] = 3;  // Qwen2Config: layers >= max_window_layers are windowed
   ModelConfig c = ModelConfig::from_json(q, "c");
   EXPECT_EQ(c.layer_window, (std::vector<int>{0, 0, 0, 8}));
+  q["max_window_layers"] = -2;  // i >= -2 for every layer: all windowed (a fuzz finding)
+  EXPECT_EQ(ModelConfig::from_json(q, "c").layer_window, (std::vector<int>{8, 8, 8, 8}));
+  q["max_window_layers"] = 3;
   q["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention", "full_attention"};
   c = ModelConfig::from_json(q, "c");  // layer_types wins over max_window_layers
   EXPECT_EQ(c.layer_window, (std::vector<int>{8, 0, 8, 0}));

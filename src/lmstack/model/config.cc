@@ -257,7 +257,9 @@ void parse_qwen_windows(const Json& j, const std::string& src, ModelConfig& c) {
     parse_layer_types(j, src, c);
     return;
   }
-  for (int l = max_window_layers; l < c.num_layers; ++l)
+  // transformers tests i >= max_window_layers for every layer i, so a negative value windows
+  // them all (and must not index below 0 here).
+  for (int l = std::max(max_window_layers, 0); l < c.num_layers; ++l)
     c.layer_window[static_cast<size_t>(l)] = c.sliding_window;
 }
 
