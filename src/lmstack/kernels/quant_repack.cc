@@ -15,8 +15,8 @@ using qblock::kQ4_0Bytes;
 using qblock::kQ4_0x16Rows;
 using qblock::kQ4_KBytes;
 
-// The pieces of one plain block (Q4_0) or super-block (Q4_K) b of lane j, as
-// emit(offset in the plain row, offset in the group, bytes); nb blocks a row.
+// Per layout, the pieces of one plain block (Q4_0) or super-block (Q4_K, Q6_K) b of lane j, as
+// emit(offset in the plain row, offset in the group, bytes); nb blocks (super-blocks) a row.
 struct Q4_0Pieces {
   static constexpr int64_t kElements = 32, kBytes = kQ4_0Bytes;
   template <class Emit>
