@@ -61,15 +61,21 @@ inline void transpose8(__m256 r[8]) {
   }
 }
 
+// The low kMr = 6 lanes of v at dst: a 4-lane and a 2-lane plain store (vmaskmovps, the masked
+// store, is microcoded on AMD).
+inline void store6(float* dst, __m256 v) {
+  static_assert(kMr == 6);
+  _mm_storeu_ps(dst, _mm256_castps256_ps128(v));
+  _mm_storel_pi(reinterpret_cast<__m64*>(dst + 4), _mm256_extractf128_ps(v, 1));
+}
+
 // One A panel, ap[kk * MR + ii] = alpha * op(A)(ii, kk), zero rows past `rows`. Row-major A
 // goes through 8 x 8 transposes (6 live lanes stored), as the B packer does.
 void pack_a(const float* a, int64_t lda, bool trans, int rows, int64_t k, float alpha, float* ap) {
   const __m256 va = _mm256_set1_ps(alpha);
-  const __m256i keep = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);  // kMr = 6 lanes
   if (trans) {
     for (int64_t kk = 0; kk < k; ++kk)
-      _mm256_maskstore_ps(ap + kk * kMr, keep,
-                          _mm256_mul_ps(va, load_row8<WeightType::kF32>(a, kk * lda, rows)));
+      store6(ap + kk * kMr, _mm256_mul_ps(va, load_row8<WeightType::kF32>(a, kk * lda, rows)));
     return;
   }
   for (int64_t kk = 0; kk < k; kk += 8) {
@@ -82,7 +88,7 @@ void pack_a(const float* a, int64_t lda, bool trans, int rows, int64_t k, float 
     transpose8(r);
 #pragma GCC unroll 8
     for (int q = 0; q < 8; ++q)
-      if (q < steps) _mm256_maskstore_ps(ap + (kk + q) * kMr, keep, r[q]);
+      if (q < steps) store6(ap + (kk + q) * kMr, r[q]);
   }
 }
 
