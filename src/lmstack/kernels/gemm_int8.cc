@@ -111,27 +111,34 @@ void pack_q4_0x16_group(const uint8_t* group, int64_t blocks, uint8_t* panel) {
 
 // The 16 rows of one Q4_Kx16 group: chunk p's word v holds, in lane c, row c's code bytes
 // 4v..4v+3 of sub-blocks 2p (low nibbles) and 2p + 1 (high): the panel's group v of those two
-// blocks. Scales as decode_block's Q4_K case computes them, from each row's 12 scale bytes.
+// blocks. Scales as decode_block's Q4_K case computes them, from each row's 12 scale bytes,
+// gathered and decoded once per super-block.
 void pack_q4_kx16_group(const uint8_t* group, int64_t blocks, uint8_t* panel) {
   using namespace qblock;
   static_assert(kQ4_0x16Rows == kInt8PanelCols);
   for (int64_t s = 0; s < blocks / 8; ++s) {
     const uint8_t* sb = group + s * kQ4_Kx16SuperBytes;
+    float scale[8][kInt8PanelCols], offset[8][kInt8PanelCols];
+    for (int c = 0; c < kInt8PanelCols; ++c) {
+      uint8_t bytes[12];
+      for (int t = 0; t < 12; ++t) bytes[t] = sb[kQ4_Kx16ScalesAt + 16 * t + c];
+      const float d = f16_to_f32(load_u16(sb + 2 * c));
+      const float dmin = f16_to_f32(load_u16(sb + kQ4_Kx16DminAt + 2 * c));
+      for (int j = 0; j < 8; ++j) {
+        int sc = 0, mn = 0;
+        q4k_scale_min(bytes, j, &sc, &mn);
+        scale[j][c] = d * static_cast<float>(sc);
+        offset[j][c] = -dmin * static_cast<float>(mn);
+      }
+    }
     for (int j = 0; j < 8; ++j) {
       uint8_t* pb = panel + (8 * s + j) * kInt8PanelBlockBytes;
       const uint8_t* words = sb + kQ4_Kx16CodesAt + 512 * (j / 2);
       const int shift = 4 * (j % 2);
       for (int i = 0; i < 8 * 64; ++i) pb[i] = static_cast<uint8_t>((words[i] >> shift) & 15);
       float* so = panel_scales(pb);
-      for (int c = 0; c < kInt8PanelCols; ++c) {
-        uint8_t scales[12];
-        for (int t = 0; t < 12; ++t) scales[t] = sb[kQ4_Kx16ScalesAt + 16 * t + c];
-        int sc = 0, mn = 0;
-        q4k_scale_min(scales, j, &sc, &mn);
-        so[c] = f16_to_f32(load_u16(sb + 2 * c)) * static_cast<float>(sc);
-        so[kInt8PanelCols + c] =
-            -f16_to_f32(load_u16(sb + kQ4_Kx16DminAt + 2 * c)) * static_cast<float>(mn);
-      }
+      std::memcpy(so, scale[j], sizeof(scale[j]));
+      std::memcpy(so + kInt8PanelCols, offset[j], sizeof(offset[j]));
     }
   }
 }
