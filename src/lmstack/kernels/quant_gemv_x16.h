@@ -311,9 +311,15 @@ void q6_k_group_dot(const uint8_t* group, const QuantizedRows& x, VecF out[kHalv
                      _MM_HINT_T0);
       for (int h = 0; h < kHalves; ++h) {
         const VecF d = load_f16(header + 2 * kLanes * h);
-        for (int r = 0; r < MT; ++r) {
-          const int8_t* xe = x.q + r * x.k + 256 * s + 128 * e;
-          for (int pass = 0; pass < 2; ++pass) {
+        for (int pass = 0; pass < 2; ++pass) {
+          VecF step[4];  // d sc of these 16 elements of each group c, shared by the rows
+          for (int c = 0; c < 4; ++c) {
+            const int u = 8 * e + 2 * c + pass;
+            step[c] = mul_f(
+                d, to_f(load_i8_lanes(header + qblock::kQ6_Kx16ScalesAt + 16 * u + kLanes * h)));
+          }
+          for (int r = 0; r < MT; ++r) {
+            const int8_t* xe = x.q + r * x.k + 256 * s + 128 * e;
             VecI isum[4];
             for (int c = 0; c < 4; ++c) isum[c] = zero_i();
 #if QG_VNNI
@@ -334,12 +340,9 @@ void q6_k_group_dot(const uint8_t* group, const QuantizedRows& x, VecF out[kHalv
             }
 #endif
             for (int c = 0; c < 4; ++c) {
-              const int u = 8 * e + 2 * c + pass;  // the sub-scale of these 16 elements
-              const uint8_t* sc = header + qblock::kQ6_Kx16ScalesAt + 16 * u + kLanes * h;
-              const VecF step = mul_f(d, to_f(load_i8_lanes(sc)));
               const int64_t b = r * nb + 8 * s + 4 * e + c;
-              acc[h][r] = fma_f(to_f(isum[c]), mul_f(step, set1_f(x.d[b])), acc[h][r]);
-              corr[h][r] = fma_f(step, set1_f(x.sum16[2 * b + pass]), corr[h][r]);
+              acc[h][r] = fma_f(to_f(isum[c]), mul_f(step[c], set1_f(x.d[b])), acc[h][r]);
+              corr[h][r] = fma_f(step[c], set1_f(x.sum16[2 * b + pass]), corr[h][r]);
             }
           }
         }
