@@ -215,8 +215,8 @@ void attention_scores_bf16_avx2(float* s, int64_t ld_s, const float* q, int rows
   scores(s, ld_s, q, rows, k, n, d);
 }
 
-// Whole vectors use plain loads and stores: vmaskmovps is microcoded on AMD (a masked store
-// costs ~10x a plain one on Zen 3/4), so masks are kept to the ragged ends.
+// Whole vectors use plain loads and stores: vmaskmovps is microcoded on AMD Zen (Agner Fog's
+// instruction tables list it as many micro-ops there), so masks are kept to the ragged ends.
 float attention_softmax_row_avx2(float* s, int n_valid, int n, float* m, float* l) {
   const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
   __m256 vmax = neg_inf;
