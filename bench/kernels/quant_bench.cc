@@ -156,8 +156,9 @@ void BM_QuantPrefill(benchmark::State& state) {
   state.SetLabel(std::string(dtype_name(t)));
 }
 void PrefillArgs(benchmark::internal::Benchmark* b) {
-  for (DType t :
-       {DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K, DType::kInt4G128})
+  // The x16 layouts are what a loaded Q4_0 / Q4_K (/ Q6_K with AVX-512) model multiplies.
+  for (DType t : {DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K,
+                  DType::kInt4G128, DType::kQ4_0x16, DType::kQ4_Kx16, DType::kQ6_Kx16})
     for (int64_t m : {128, 512}) b->Args({static_cast<int>(t), m});
 }
 BENCHMARK(BM_QuantPrefill)->Apply(PrefillArgs)->Unit(benchmark::kMillisecond);

@@ -89,7 +89,7 @@ void check(const KernelVariant<LinearFn>& v, ThreadPool& pool, DType t, int64_t 
   v.fn(pool, x.data(), m, {&out, 1});
   // The GEMV (M <= 16) and, with VNNI, the int8 GEMM (gemm_int8.h) quantize x.
   const std::string name = v.name;
-  const bool int8_gemm = name == "avx512_vnni" ? int8_gemm_supports(t) : int8_gemm_fits_int16(t);
+  const bool int8_gemm = int8_gemm_supports(t);
   const bool int8_x = name != "ref" && (m <= kGemvMaxRows || int8_gemm);
   std::vector<float> want_rounded = y0;
   const std::vector<float> xr = int8_x ? int8_rounded(x) : x;

@@ -229,7 +229,7 @@ TEST(QuantRepack, Int8PanelsOfGroupsEqualThePlainRowsPanels) {
       const int64_t k = kb * dtype_info(l.plain).block_size;
       const Pair p = make_pair(pool, l.plain, n, k, rng);  // n = 35: two groups, 3 plain rows
       const size_t bytes =
-          static_cast<size_t>(k / 32 * int8_panel_block_bytes(int8_gemm_half_scales(l.plain)));
+          static_cast<size_t>(k / 32 * int8_panel_block_bytes(int8_panel_kind(l.plain).halves));
       std::vector<uint8_t> want(bytes, 0xAB), got(bytes, 0xCD);
       for (int64_t n0 = 0; n0 < n; n0 += kInt8PanelCols) {
         pack_int8_panel(l.plain, p.plain.raw_data(), n, k, n0, want.data());

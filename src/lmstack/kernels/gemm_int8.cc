@@ -14,18 +14,18 @@
 namespace lmstack::kernels {
 namespace {
 
-// 32 unsigned codes and the scale/offset of block b of one weight row; for half-scale types
-// (int8_gemm_half_scales) s/o are those of its first 16 elements and s2/o2 of the rest.
+// 32 signed codes and the scale/offset of block b of one weight row (gemm_int8.h's table); for
+// half-scale types s/o are those of its first 16 elements and s2/o2 of the rest.
 struct BlockCodes {
-  uint8_t code[32];
+  int8_t code[32];
   float s, o, s2, o2;
 };
 
-// Q4_0's 16 bytes: element i < 16 in byte i's low nibble, i + 16 in its high nibble.
-void q4_0_nibbles(const uint8_t* qs, uint8_t* code) {
+// Q4_0's 16 bytes: element i < 16 in byte i's low nibble, i + 16 in its high nibble; less 8.
+void q4_0_codes(const uint8_t* qs, int8_t* code) {
   for (int i = 0; i < 16; ++i) {
-    code[i] = qs[i] & 15;
-    code[i + 16] = qs[i] >> 4;
+    code[i] = static_cast<int8_t>((qs[i] & 15) - 8);
+    code[i + 16] = static_cast<int8_t>((qs[i] >> 4) - 8);
   }
 }
 
@@ -36,29 +36,27 @@ BlockCodes decode_block(DType t, const uint8_t* row, int64_t b) {
     case DType::kQ6_K: {
       const uint8_t* blk = row + (b / 8) * kQ6_KBytes;
       const int j = static_cast<int>(b % 8);
-      q6k_codes(blk, j, out.code);
+      uint8_t code[32];
+      q6k_codes(blk, j, code);
+      for (int i = 0; i < 32; ++i) out.code[i] = static_cast<int8_t>(code[i] - 32);
       const float d = f16_to_f32(load_u16(blk + kQ6_KDAt));
       const auto* sc = reinterpret_cast<const int8_t*>(blk + kQ6_KScalesAt);
       out.s = d * static_cast<float>(sc[2 * j]);
       out.s2 = d * static_cast<float>(sc[2 * j + 1]);
-      out.o = -32.0f * out.s;
-      out.o2 = -32.0f * out.s2;
       break;
     }
     case DType::kQ8_0: {
       const uint8_t* blk = row + b * kQ8_0Bytes;
       const float d = f16_to_f32(load_u16(blk));
-      for (int i = 0; i < 32; ++i) out.code[i] = static_cast<uint8_t>(blk[2 + i] ^ 0x80);
+      std::memcpy(out.code, blk + 2, 32);
       out.s = d;
-      out.o = -128.0f * d;
       break;
     }
     case DType::kQ4_0: {
       const uint8_t* blk = row + b * kQ4_0Bytes;
       const float d = f16_to_f32(load_u16(blk));
-      q4_0_nibbles(blk + 2, out.code);
+      q4_0_codes(blk + 2, out.code);
       out.s = d;
-      out.o = -8.0f * d;
       break;
     }
     case DType::kQ4_K: {
@@ -67,25 +65,40 @@ BlockCodes decode_block(DType t, const uint8_t* row, int64_t b) {
       int sc = 0, mn = 0;
       q4k_scale_min(blk + kQ4_KScalesAt, j, &sc, &mn);
       const uint8_t* qs = blk + kQ4_KQsAt + 32 * (j / 2);  // 64 elements per 32 bytes
-      for (int i = 0; i < 32; ++i) out.code[i] = j % 2 ? qs[i] >> 4 : qs[i] & 15;
+      for (int i = 0; i < 32; ++i)
+        out.code[i] = static_cast<int8_t>((j % 2 ? qs[i] >> 4 : qs[i] & 15) - 8);
       out.s = f16_to_f32(load_u16(blk)) * static_cast<float>(sc);
-      out.o = -f16_to_f32(load_u16(blk + 2)) * static_cast<float>(mn);
+      out.o = 8.0f * out.s - f16_to_f32(load_u16(blk + 2)) * static_cast<float>(mn);
       break;
     }
     default: {  // int4_g*: a header per group, then its 32-element chunks laid out as Q4_0's
       const int64_t group = dtype_info(t).block_size, chunks = group / 32;
       const uint8_t* grp = row + (b / chunks) * (kInt4HeaderBytes + group / 2);
-      q4_0_nibbles(grp + kInt4HeaderBytes + 16 * (b % chunks), out.code);
+      q4_0_codes(grp + kInt4HeaderBytes + 16 * (b % chunks), out.code);
       out.s = f16_to_f32(load_u16(grp));
-      out.o = -out.s * static_cast<float>(grp[2]);
+      out.o = out.s * static_cast<float>(8 - grp[2]);
       break;
     }
   }
   return out;
 }
 
-// Panel scales and offsets of block `pb`.
-float* panel_scales(uint8_t* pb) { return reinterpret_cast<float*>(pb + 32 * kInt8PanelCols); }
+// Part h's scales of block `pb` (its offsets follow, then its corrections: gemm_int8.h).
+float* part_scales(uint8_t* pb, int h) { return const_cast<float*>(int8_part_scales(pb, h)); }
+
+// Each part's corrections, -128 * sum(codes), from the block's codes.
+void set_corrections(uint8_t* pb, bool halves) {
+  const int parts = halves ? 2 : 1;
+  for (int h = 0; h < parts; ++h) {
+    auto* corr = const_cast<int32_t*>(int8_part_corrections(pb, h));
+    for (int c = 0; c < kInt8PanelCols; ++c) {
+      int32_t sum = 0;
+      for (int g = 8 / parts * h; g < 8 / parts * (h + 1); ++g)
+        for (int i = 0; i < 4; ++i) sum += static_cast<int8_t>(pb[64 * g + 4 * c + i]);
+      corr[c] = -128 * sum;
+    }
+  }
+}
 
 // The 16 rows of one Q4_0x16 group: per block its 4 words of 64 bytes hold, in lane c, bytes
 // 4v..4v+3 of row c's nibbles, low nibbles elements 4v.., high ones 16 + 4v..: the panel's
@@ -96,16 +109,17 @@ void pack_q4_0x16_group(const uint8_t* group, int64_t blocks, uint8_t* panel) {
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* src = group + qblock::q4_0x16_codes_at(blocks, b);
     const uint8_t* scales = group + qblock::q4_0x16_scales_at(blocks, b);
-    uint8_t* pb = panel + b * kInt8PanelBlockBytes;
+    uint8_t* pb = panel + b * int8_panel_block_bytes(false);
     for (int i = 0; i < qblock::kQ4_0x16BlockCodeBytes; ++i) {
-      pb[i] = src[i] & 15;
-      pb[qblock::kQ4_0x16BlockCodeBytes + i] = src[i] >> 4;
+      pb[i] = static_cast<uint8_t>((src[i] & 15) - 8);
+      pb[qblock::kQ4_0x16BlockCodeBytes + i] = static_cast<uint8_t>((src[i] >> 4) - 8);
     }
-    float* so = panel_scales(pb);
+    float* so = part_scales(pb, 0);
     for (int c = 0; c < kRows; ++c) {
       so[c] = f16_to_f32(qblock::load_u16(scales + 2 * c));
-      so[kInt8PanelCols + c] = -8.0f * so[c];
+      so[kInt8PanelCols + c] = 0.0f;
     }
+    set_corrections(pb, false);
   }
 }
 
@@ -128,17 +142,18 @@ void pack_q4_kx16_group(const uint8_t* group, int64_t blocks, uint8_t* panel) {
         int sc = 0, mn = 0;
         q4k_scale_min(bytes, j, &sc, &mn);
         scale[j][c] = d * static_cast<float>(sc);
-        offset[j][c] = -dmin * static_cast<float>(mn);
+        offset[j][c] = 8.0f * scale[j][c] - dmin * static_cast<float>(mn);
       }
     }
     for (int j = 0; j < 8; ++j) {
-      uint8_t* pb = panel + (8 * s + j) * kInt8PanelBlockBytes;
+      uint8_t* pb = panel + (8 * s + j) * int8_panel_block_bytes(false);
       const uint8_t* words = sb + kQ4_Kx16CodesAt + 512 * (j / 2);
       const int shift = 4 * (j % 2);
-      for (int i = 0; i < 8 * 64; ++i) pb[i] = static_cast<uint8_t>((words[i] >> shift) & 15);
-      float* so = panel_scales(pb);
+      for (int i = 0; i < 8 * 64; ++i) pb[i] = static_cast<uint8_t>(((words[i] >> shift) & 15) - 8);
+      float* so = part_scales(pb, 0);
       std::memcpy(so, scale[j], sizeof(scale[j]));
       std::memcpy(so + kInt8PanelCols, offset[j], sizeof(offset[j]));
+      set_corrections(pb, false);
     }
   }
 }
@@ -160,18 +175,18 @@ void pack_q6_kx16_group(const uint8_t* group, int64_t blocks, uint8_t* panel) {
         for (int i = 0; i < 64; ++i) {
           const uint8_t low = c % 2 ? w[64 + i] : w[i], high = w[128 + i];
           const int nibble = c < 2 ? low & 15 : low >> 4;
-          pb[64 * v + i] = static_cast<uint8_t>(nibble | (((high >> (2 * c)) & 3) << 4));
+          pb[64 * v + i] = static_cast<uint8_t>((nibble | (((high >> (2 * c)) & 3) << 4)) - 32);
         }
       }
-      float* so = panel_scales(pb);
       for (int col = 0; col < kInt8PanelCols; ++col) {
         const float d = f16_to_f32(load_u16(header + 2 * col));
         const auto* sc = reinterpret_cast<const int8_t*>(header + kQ6_Kx16ScalesAt + col);
-        so[col] = d * static_cast<float>(sc[16 * (2 * j)]);
-        so[2 * kInt8PanelCols + col] = d * static_cast<float>(sc[16 * (2 * j + 1)]);
-        so[kInt8PanelCols + col] = -32.0f * so[col];
-        so[3 * kInt8PanelCols + col] = -32.0f * so[2 * kInt8PanelCols + col];
+        for (int h = 0; h < 2; ++h) {
+          part_scales(pb, h)[col] = d * static_cast<float>(sc[16 * (2 * j + h)]);
+          part_scales(pb, h)[kInt8PanelCols + col] = 0.0f;
+        }
       }
+      set_corrections(pb, true);
     }
   }
 }
@@ -184,9 +199,14 @@ bool int8_gemm_supports(DType t) {
          t == DType::kInt4G32 || t == DType::kInt4G64 || t == DType::kInt4G128;
 }
 
-bool int8_gemm_half_scales(DType t) { return t == DType::kQ6_K || t == DType::kQ6_Kx16; }
-
-bool int8_gemm_fits_int16(DType t) { return int8_gemm_supports(t) && t != DType::kQ8_0; }
+Int8PanelKind int8_panel_kind(DType t) {
+  Int8PanelKind kind;
+  kind.halves = t == DType::kQ6_K || t == DType::kQ6_Kx16;
+  kind.offsets = t == DType::kQ4_K || t == DType::kQ4_Kx16 || t == DType::kInt4G32 ||
+                 t == DType::kInt4G64 || t == DType::kInt4G128;
+  kind.wide = t == DType::kQ8_0;
+  return kind;
+}
 
 void pack_int8_panel(DType t, const void* w, int64_t n, int64_t k, int64_t n0, uint8_t* panel) {
   const int64_t blocks = k / 32;
@@ -203,7 +223,7 @@ void pack_int8_panel(DType t, const void* w, int64_t n, int64_t k, int64_t n0, u
     return pack_int8_panel(base, wb + full * row_bytes, n - full, k, n0 - full, panel);
   }
   const int64_t row_bytes = dtype_bytes(t, k);
-  const bool halves = int8_gemm_half_scales(t);
+  const bool halves = int8_panel_kind(t).halves;
   const int64_t block_bytes = int8_panel_block_bytes(halves);
   std::memset(panel, 0, static_cast<size_t>(blocks * block_bytes));
   for (int c = 0; c < kInt8PanelCols && n0 + c < n; ++c) {
@@ -212,37 +232,37 @@ void pack_int8_panel(DType t, const void* w, int64_t n, int64_t k, int64_t n0, u
       const BlockCodes bc = decode_block(t, row, b);
       uint8_t* pb = panel + b * block_bytes;
       for (int g = 0; g < 8; ++g) std::memcpy(pb + g * 64 + c * 4, bc.code + 4 * g, 4);
-      float* so = panel_scales(pb);
-      so[c] = bc.s;
-      so[kInt8PanelCols + c] = bc.o;
+      part_scales(pb, 0)[c] = bc.s;
+      part_scales(pb, 0)[kInt8PanelCols + c] = bc.o;
       if (!halves) continue;
-      so[2 * kInt8PanelCols + c] = bc.s2;
-      so[3 * kInt8PanelCols + c] = bc.o2;
+      part_scales(pb, 1)[c] = bc.s2;
+      part_scales(pb, 1)[kInt8PanelCols + c] = bc.o2;
     }
   }
+  for (int64_t b = 0; b < blocks; ++b) set_corrections(panel + b * block_bytes, halves);
 }
 
 void int8_micro_ref(const QuantizedRows& x, int64_t row0, int mr, const uint8_t* panel, float* c,
-                    int64_t ldc, int nr, bool add, bool half_scales) {
+                    int64_t ldc, int nr, bool add, Int8PanelKind kind) {
   const int64_t blocks = x.k / 32;
   for (int r = 0; r < mr; ++r) {
     const int64_t row = row0 + r;
     for (int j = 0; j < nr; ++j) {
       float acc = 0.0f;
       for (int64_t b = 0; b < blocks; ++b) {
-        const uint8_t* pb = panel + b * int8_panel_block_bytes(half_scales);
-        const float* so = reinterpret_cast<const float*>(pb + 32 * kInt8PanelCols);
+        const uint8_t* pb = panel + b * int8_panel_block_bytes(kind.halves);
         const float dx = x.d[row * blocks + b];
         // The whole block at once, or (half scales) elements [16 h, 16 h + 16) per half h.
-        const int parts = half_scales ? 2 : 1, len = 32 / parts;
+        const int parts = kind.halves ? 2 : 1, len = 32 / parts;
         for (int h = 0; h < parts; ++h) {
-          int32_t dot = 0;
+          int32_t dot = int8_part_corrections(pb, h)[j];
           for (int i = h * len; i < (h + 1) * len; ++i)
-            dot += pb[(i / 4) * 64 + j * 4 + i % 4] * x.q[row * x.k + 32 * b + i];
-          const float* sh = so + 2 * kInt8PanelCols * h;
+            dot += static_cast<int8_t>(pb[(i / 4) * 64 + j * 4 + i % 4]) *
+                   x.qu[row * x.k + 32 * b + i];
           const float xsum =
-              half_scales ? x.sum16[row * 2 * blocks + 2 * b + h] : x.sum32[row * blocks + b];
-          acc += dx * sh[j] * static_cast<float>(dot) + sh[kInt8PanelCols + j] * xsum;
+              kind.halves ? x.sum16[row * 2 * blocks + 2 * b + h] : x.sum32[row * blocks + b];
+          acc += dx * int8_part_scales(pb, h)[j] * static_cast<float>(dot) +
+                 int8_part_offsets(pb, h)[j] * xsum;
         }
       }
       c[r * ldc + j] = add ? c[r * ldc + j] + acc : acc;
@@ -257,17 +277,18 @@ void gemm_int8(Int8MicroFn* micro, ThreadPool& pool, float* y, const QuantizedRo
       int8_gemm_supports(t) && k % 32 == 0 && k / 32 % (dtype_info(t).block_size / 32) == 0,
       "gemm_int8: unsupported weight {} with k {}", dtype_name(t), k);
   const int64_t panels = (n + kInt8PanelCols - 1) / kInt8PanelCols;
-  const bool half_scales = int8_gemm_half_scales(t);
+  const Int8PanelKind kind = int8_panel_kind(t);
+  LMSTACK_CHECK(xq.qu, "gemm_int8: activations without their unsigned codes");
   pool.parallel_for(panels, [&](int64_t p0, int64_t p1) {
     thread_local std::vector<uint8_t> panel;
-    panel.resize(static_cast<size_t>(k / 32 * int8_panel_block_bytes(half_scales)));
+    panel.resize(static_cast<size_t>(k / 32 * int8_panel_block_bytes(kind.halves)));
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t n0 = p * kInt8PanelCols;
       const int nr = static_cast<int>(std::min<int64_t>(kInt8PanelCols, n - n0));
       pack_int8_panel(t, w, n, k, n0, panel.data());
       for (int64_t r0 = 0; r0 < m; r0 += kInt8MicroRows) {
         const int mr = static_cast<int>(std::min<int64_t>(kInt8MicroRows, m - r0));
-        micro(xq, r0, mr, panel.data(), y + r0 * n + n0, n, nr, accumulate, half_scales);
+        micro(xq, r0, mr, panel.data(), y + r0 * n + n0, n, nr, accumulate, kind);
       }
     }
   });

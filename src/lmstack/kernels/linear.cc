@@ -5,10 +5,10 @@
 // bf16/f16 weights to f32 panels once per call and runs an f32 FMA microkernel.
 // Block-quantized weights (quant.h) take the integer GEMV of quant_gemv.h for decode-sized
 // M (activations quantized to int8 on the fly) and the same blocked GEMM for larger M, whose
-// B packing dequantizes them, except where the int8 GEMM (gemm_int8.h) takes them: with VNNI
-// Q8_0 and the 4-bit types, without it the 4-bit types. Q4_0, Q4_K and Q6_K repacked at load
-// time (q4_0x16, q4_Kx16, q6_Kx16: quant_repack.h) have their own GEMVs, and the int8 GEMM packs
-// its panels from the groups.
+// B packing dequantizes them, except where the int8 GEMM (gemm_int8.h) takes them: Q8_0, Q4_0,
+// Q4_K, Q6_K and int4_g*, on vpdpbusd with VNNI, vpmaddubsw without. Q4_0, Q4_K and Q6_K repacked
+// at load time (q4_0x16, q4_Kx16, q6_Kx16: quant_repack.h) have their own GEMVs, and the int8 GEMM
+// packs its panels from the groups.
 #include <algorithm>
 #include <array>
 #include <span>
@@ -83,16 +83,7 @@ void gemv_many(GemvFn* gemv, QuantGemvFn* quant_gemv, ThreadPool& pool, const fl
                     any_quantized ? std::max<int64_t>(1, 8 / unit) : 16);
 }
 
-// The int8 prefill GEMM's microkernel (gemm_int8.h) and the weight types it takes.
-struct Int8Gemm {
-  Int8MicroFn* micro;
-  bool (*takes)(DType);
-  bool operator()(DType t) const { return micro && takes(t); }
-};
-constexpr Int8Gemm kVnniInt8{int8_micro_avx512_vnni, int8_gemm_supports};
-constexpr Int8Gemm kAvx2Int8{int8_micro_avx2, int8_gemm_fits_int16};
-
-void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, const Int8Gemm& int8, const GemmIsa& isa,
+void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, Int8MicroFn* int8, const GemmIsa& isa,
                  ThreadPool& pool, const float* x, int64_t m, std::span<const LinearOut> outs) {
   if (m <= 0 || outs.empty()) return;
   const int64_t k = outs[0].w->dim(1);
@@ -107,8 +98,9 @@ void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, const Int8Gemm& int8, co
     return;
   }
   // x quantized once for every weight the int8 GEMM takes (Q/K/V, gate/up share it).
-  const bool any_int8 =
-      std::any_of(outs.begin(), outs.end(), [&](const LinearOut& o) { return int8(o.w->dtype()); });
+  const bool any_int8 = std::any_of(outs.begin(), outs.end(), [&](const LinearOut& o) {
+    return int8_gemm_supports(o.w->dtype());
+  });
   const QuantizedRows xq = any_int8 ? quantize_activations(x, m, k, &pool) : QuantizedRows{};
   for (const LinearOut& o : outs) {
     const int64_t n = o.w->dim(0);
@@ -121,8 +113,8 @@ void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, const Int8Gemm& int8, co
       accumulate = true;
     }
     if (k == 0) continue;  // an empty product: y is the bias (or kept)
-    if (int8(o.w->dtype())) {
-      gemm_int8(int8.micro, pool, o.y, xq, m, o.w->dtype(), o.w->raw_data(), n, accumulate);
+    if (int8_gemm_supports(o.w->dtype())) {
+      gemm_int8(int8, pool, o.y, xq, m, o.w->dtype(), o.w->raw_data(), n, accumulate);
       continue;
     }
     // Every SIMD variant's int8 GEMM takes the interleaved layouts (codes of <= 6 bits), so only
@@ -136,15 +128,16 @@ void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, const Int8Gemm& int8, co
 
 void linear_avx512_vnni(ThreadPool& pool, const float* x, int64_t m,
                         std::span<const LinearOut> outs) {
-  linear_with(gemv_avx512, quant_gemv_avx512_vnni, kVnniInt8, kGemmIsaAvx512, pool, x, m, outs);
+  linear_with(gemv_avx512, quant_gemv_avx512_vnni, int8_micro_avx512_vnni, kGemmIsaAvx512, pool, x,
+              m, outs);
 }
 
 void linear_avx512(ThreadPool& pool, const float* x, int64_t m, std::span<const LinearOut> outs) {
-  linear_with(gemv_avx512, quant_gemv_avx512, kAvx2Int8, kGemmIsaAvx512, pool, x, m, outs);
+  linear_with(gemv_avx512, quant_gemv_avx512, int8_micro_avx2, kGemmIsaAvx512, pool, x, m, outs);
 }
 
 void linear_avx2(ThreadPool& pool, const float* x, int64_t m, std::span<const LinearOut> outs) {
-  linear_with(gemv_avx2, quant_gemv_avx2, kAvx2Int8, kGemmIsaAvx2, pool, x, m, outs);
+  linear_with(gemv_avx2, quant_gemv_avx2, int8_micro_avx2, kGemmIsaAvx2, pool, x, m, outs);
 }
 
 void linear_ref_variant(ThreadPool&, const float* x, int64_t m, std::span<const LinearOut> outs) {

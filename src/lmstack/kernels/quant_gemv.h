@@ -19,12 +19,15 @@ namespace lmstack::kernels {
 // q[r * k + 32 b ...] with scale d[r * (k / 32) + b]; x ~= d * q. sum32[r * (k/32) + b] =
 // d * sum(q over the block) and sum16[r * (k/16) + h] = d * sum(q over 16 elements): the
 // activation sums that weight offsets (zero points, mins, Q4_0's 8, Q6_K's 32) multiply.
+// qu[i] = q[i] + 128, the unsigned operand the int8 GEMM multiplies signed codes by
+// (gemm_int8.h); quantize_activations fills it, a view without it leaves it null.
 struct QuantizedRows {
   const int8_t* q;
   const float* d;
   const float* sum32;
   const float* sum16;
   int64_t k;
+  const uint8_t* qu = nullptr;
 };
 
 // y[r * ldy + j] (+)= sum_i x[r, i] * w[j, i] (+ bias[j]) for j in [n_begin, n_end), r < m,

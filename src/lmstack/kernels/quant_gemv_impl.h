@@ -372,8 +372,12 @@ inline int64_t row_bytes_of(DType t, int64_t k) {
 }
 
 inline QuantizedRows offset_rows(const QuantizedRows& x, int64_t r) {
-  return {x.q + r * x.k, x.d + r * (x.k / 32), x.sum32 + r * (x.k / 32), x.sum16 + r * (x.k / 16),
-          x.k};
+  return {x.q + r * x.k,
+          x.d + r * (x.k / 32),
+          x.sum32 + r * (x.k / 32),
+          x.sum16 + r * (x.k / 16),
+          x.k,
+          x.qu ? x.qu + r * x.k : nullptr};
 }
 
 void gemv(DType t, const void* w, int64_t n_begin, int64_t n_end, const QuantizedRows& x, int64_t m,
