@@ -1,12 +1,13 @@
 // The AVX-512 VNNI microkernel of the int8 prefill GEMM (gemm_int8.h): MR rows x 16 columns.
 // Per 32-element block, 8 vpdpbusd per row (the panel's 64-byte group of signed codes times the
 // row's 4 unsigned activations broadcast) into an int32 accumulator started at the block's
-// corrections, then the block's scaling into the f32 accumulator: acc += (d_x * s) *
-// float(isum), and + sum32_x * o for types with offsets. 12 rows keep 12 int32 + 12 f32
+// corrections, then the block's scaling into the f32 accumulator: acc += d_x * (s *
+// float(isum)), and + sum32_x * o for types with offsets. 12 rows keep 12 int32 + 12 f32
 // accumulators, the group, the corrections and the scales in 28 of the 32 registers. Half-scale
-// blocks (Q6_K) apply their first half's scale after group 3 and the second's after group 7.
-// Per block and row that is 8 vpdpbusd and 3 (offsets: 4; halves: 6) other vector operations,
-// which the 512-bit units also run: the fewer, the faster.
+// blocks (Q6_K) sum s * float(isum) over their two halves before the one multiply by d_x, which
+// takes 8 more registers: they run 8 rows at a time. Per block and row that is 8 vpdpbusd and 3
+// (offsets: 4; halves: 5) other vector operations, which the 512-bit units also run: the fewer,
+// the faster (Q6_K with the halves scaled apart, 6: 8% slower).
 #include <immintrin.h>
 
 #include <array>
@@ -37,6 +38,7 @@ void micro(const QuantizedRows& x, int64_t row0, const uint8_t* panel, float* c,
   for (int r = 0; r < MR; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* pb = panel + b * int8_panel_block_bytes(kHalves);
+    __m512 scaled[MR];  // s * float(isum), summed over the parts, times d_x once
     for (int h = 0; h < parts; ++h) {
       const __m512i corr = _mm512_loadu_si512(int8_part_corrections(pb, h));
       __m512i isum[MR];
@@ -49,11 +51,14 @@ void micro(const QuantizedRows& x, int64_t row0, const uint8_t* panel, float* c,
               isum[r], _mm512_set1_epi32(load_u32(q + r * x.k + 32 * b + 4 * g)), codes);
       }
       const __m512 s = _mm512_loadu_ps(int8_part_scales(pb, h));
-      for (int r = 0; r < MR; ++r) {
-        const __m512 scale = _mm512_mul_ps(s, _mm512_set1_ps(d[r * blocks + b]));
-        acc[r] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(isum[r]), acc[r]);
-      }
-      if (!kOffsets) continue;
+      for (int r = 0; r < MR; ++r)
+        scaled[r] = h == 0 ? _mm512_mul_ps(s, _mm512_cvtepi32_ps(isum[r]))
+                           : _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(isum[r]), scaled[r]);
+    }
+    for (int r = 0; r < MR; ++r)
+      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(d[r * blocks + b]), scaled[r], acc[r]);
+    if (!kOffsets) continue;
+    for (int h = 0; h < parts; ++h) {
       const __m512 o = _mm512_loadu_ps(int8_part_offsets(pb, h));
       for (int r = 0; r < MR; ++r)
         acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(xsum[(r * blocks + b) * parts + h]), o, acc[r]);
@@ -84,6 +89,14 @@ constexpr auto kMicros =
 void int8_micro_avx512_vnni(const QuantizedRows& x, int64_t row0, int mr, const uint8_t* panel,
                             float* c, int64_t ldc, int nr, bool add, Int8PanelKind kind) {
   if (mr < 1 || mr > kInt8MicroRows) return;
+  // Half-scale blocks keep a third set of MR vectors (the parts' scaled sums), which only 8
+  // rows leave registers for: more rows run as 8, then the rest.
+  constexpr int kHalvesRows = 8;
+  if (kind.halves && mr > kHalvesRows) {
+    int8_micro_avx512_vnni(x, row0, kHalvesRows, panel, c, ldc, nr, add, kind);
+    return int8_micro_avx512_vnni(x, row0 + kHalvesRows, mr - kHalvesRows, panel,
+                                  c + kHalvesRows * ldc, ldc, nr, add, kind);
+  }
   const auto& micros = kind.halves ? (kind.offsets ? kMicros<true, true> : kMicros<true, false>)
                                    : (kind.offsets ? kMicros<false, true> : kMicros<false, false>);
   micros[mr - 1](x, row0, panel, c, ldc, nr, add);
