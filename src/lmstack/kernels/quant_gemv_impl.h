@@ -145,15 +145,16 @@ void row_q4_0(const uint8_t* w, const QuantizedRows& x, float out[MT]) {
 
 // Lane j of the result is the sum of the 8 lanes of a[j] (a hadd tree, 9 instructions for 8
 // sums): the per-block integer dots of a super-block, reduced together.
-inline __m256i reduce_8(const __m256i a[8]) {
-  const __m256i u0 =
-      _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]), _mm256_hadd_epi32(a[2], a[3]));
-  const __m256i u1 =
-      _mm256_hadd_epi32(_mm256_hadd_epi32(a[4], a[5]), _mm256_hadd_epi32(a[6], a[7]));
-  // u0 holds per-128-bit-lane sums of a[0..3], u1 of a[4..7]: add the two halves.
+// reduce_8 in two steps: reduce_4 leaves the per-128-bit-lane sums of a[0..3], and
+// join_halves adds the lanes of two of them into reduce_8's result.
+inline __m256i reduce_4(const __m256i a[4]) {
+  return _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]), _mm256_hadd_epi32(a[2], a[3]));
+}
+inline __m256i join_halves(__m256i u0, __m256i u1) {
   return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
                           _mm256_permute2x128_si256(u0, u1, 0x31));
 }
+inline __m256i reduce_8(const __m256i a[8]) { return join_halves(reduce_4(a), reduce_4(a + 4)); }
 
 // 8 unsigned bytes (one per sub-block) as 8 floats.
 inline __m256 bytes_to_ps(uint64_t v) {
@@ -277,31 +278,40 @@ void row_q6_k(const uint8_t* w, const QuantizedRows& x, float out[MT]) {
     const __m256i sc16 = _mm256_cvtepi8_epi16(sc);
     const __m256i sc_lo = _mm256_unpacklo_epi16(sc16, sc16),
                   sc_hi = _mm256_unpackhi_epi16(sc16, sc16);
+    // Per 128-element half: its four code vectors, then each row's four block dots reduced
+    // to one vector (reduce_4). Decoding all eight first kept 8 codes and 8 dots live, more
+    // than AVX2's 16 registers: the accumulators went to the stack (perf, AVX2 q6_K).
+    __m256i halves[MT][2];
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i l0 = load32(w + 64 * h), l1 = load32(w + 64 * h + 32);
+      const __m256i hb = load32(w + qblock::kQ6_KQhAt + 32 * h);
+      __m256i q[4];
+      q[0] =
+          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2));
+      q[1] =
+          _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2));
+      q[2] =
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m2));
+      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                             _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2));
+      for (int r = 0; r < MT; ++r) {
+        __m256i isum[4];
+        for (int t = 0; t < 4; ++t)
+          isum[t] =
+              _mm256_madd_epi16(_mm256_maddubs_epi16(q[t], load_x(x, r, 32 * (b + 4 * h + t))),
+                                q6k_block_scales(4 * h + t, sc_lo, sc_hi));
+        halves[r][h] = reduce_4(isum);
+      }
+    }
     // The 16 scales times d as floats: the offset term is two FMAs with the half-block sums.
     const __m256 step_lo = _mm256_mul_ps(vd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)));
     const __m256 step_hi =
         _mm256_mul_ps(vd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))));
-    __m256i q[8];
-    for (int h = 0; h < 2; ++h) {
-      const __m256i l0 = load32(w + 64 * h), l1 = load32(w + 64 * h + 32);
-      const __m256i hb = load32(w + qblock::kQ6_KQhAt + 32 * h);
-      q[4 * h] =
-          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2));
-      q[4 * h + 1] =
-          _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2));
-      q[4 * h + 2] =
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m2));
-      q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                     _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2));
-    }
     for (int r = 0; r < MT; ++r) {
-      __m256i isum[8];
-#pragma GCC unroll 8
-      for (int t = 0; t < 8; ++t)
-        isum[t] = _mm256_madd_epi16(_mm256_maddubs_epi16(q[t], load_x(x, r, 32 * (b + t))),
-                                    q6k_block_scales(t, sc_lo, sc_hi));
       const __m256 xd = _mm256_mul_ps(vd, _mm256_loadu_ps(x.d + r * nb + b));
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce_8(isum)), xd, acc[r]);
+      acc[r] =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(join_halves(halves[r][0], halves[r][1])), xd, acc[r]);
       const float* s16 = x.sum16 + r * n16 + 2 * b;
       corr[r] = _mm256_fmadd_ps(step_lo, _mm256_loadu_ps(s16), corr[r]);
       corr[r] = _mm256_fmadd_ps(step_hi, _mm256_loadu_ps(s16 + 8), corr[r]);
