@@ -341,16 +341,17 @@ void row_dot(DType t, const uint8_t* w, const QuantizedRows& x, float out[MT]) {
   }
 }
 
-// Rows [n_begin, n_end) for activation rows [r0, r0 + MT); the next weight row is
-// prefetched while this one is computed.
+// Rows [n_begin, n_end) for activation rows [r0, r0 + MT): one sequential stream per thread,
+// left to the hardware prefetchers. Prefetching the whole next row at each row's start (a
+// burst of row_bytes / 64 prefetcht0) made decode slower on Zen 4: `lmstack bench decode`,
+// medians of 5 runs alternating with and without it, tinyllama q6_K AVX2 31.2 -> 34.4 tok/s,
+// smollm-135m q8_0 194.7 -> 206.0 (native). (The x16 kernels' prefetch, a fixed distance ahead
+// inside the stream, does pay: tinyllama q6_K native without it fell from 31-50 to 26-30.)
 template <int MT>
 void gemv_rows(DType t, const uint8_t* w, int64_t row_bytes, int64_t n_begin, int64_t n_end,
                const QuantizedRows& x, float* y, int64_t ldy, const float* bias, bool accumulate) {
   for (int64_t j = n_begin; j < n_end; ++j) {
     const uint8_t* row = w + j * row_bytes;
-    if (j + 1 < n_end)
-      for (int64_t at = 0; at < row_bytes; at += 64)
-        _mm_prefetch(row + row_bytes + at, _MM_HINT_T0);
     float out[MT];
     row_dot<MT>(t, row, x, out);
     for (int r = 0; r < MT; ++r) {
