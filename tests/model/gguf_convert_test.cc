@@ -4,9 +4,12 @@
 // generate --model FILE.gguf) gives the directory's greedy text. tools/ref/check_gguf.py checks
 // the same files with gguf-py's reader. Sliding windows (every layer, and Qwen2's per-layer
 // pattern) survive the conversion.
+#include <filesystem>
+
 #include <gtest/gtest.h>
 
 #include "gguf_test_util.h"
+#include "lmstack/core/memory.h"
 #include "lmstack/model/gguf_model.h"
 #include "lmstack/model/presets.h"
 #include "lmstack/tokenizer/chat_template.h"
@@ -62,6 +65,25 @@ INSTANTIATE_TEST_SUITE_P(Presets, ConvertRoundTrip,
                              if (c == '-') c = '_';
                            return s;
                          });
+
+// A llama GGUF's Q and K rows are un-permuted into copies (gguf_load.cc); the mapped originals
+// leave the memory ledger, so the weights are held once: the file's bytes, give or take the
+// pages a tensor shares with its neighbours, not the file plus a second Q and K.
+TEST(GgufConvert, LlamaQAndKAreHeldOnce) {
+  Json cfg = find_model_preset("tiny-llama", "").config;
+  cfg["hidden_size"] = 256;  // Q and K over many pages each
+  const ModelDir ref = make_reference(cfg, DType::kF32, "held_once");
+  const std::string path = convert(ref, ref.path, DType::kF32, "held_once");
+  const int64_t before = memory_snapshot().held(MemoryCategory::kWeights);
+  const ModelDir g = load_model_dir(path);
+  const int64_t held = memory_snapshot().held(MemoryCategory::kWeights) - before;
+  const auto file_bytes = static_cast<int64_t>(std::filesystem::file_size(path));
+  int64_t qk_bytes = 0;
+  for (const LayerWeights& l : g.weights.layers) qk_bytes += l.wq.nbytes() + l.wk.nbytes();
+  const int64_t slack = 2 * 2 * 4096 * g.config.num_layers;  // two partial pages per tensor
+  ASSERT_GT(qk_bytes, 4 * slack);
+  EXPECT_LE(held, file_bytes + slack) << "Q and K: " << qk_bytes << " bytes";
+}
 
 TEST(GgufConvert, TokenizerEncodesLikeTheDirectory) {
   const Json cfg = find_model_preset("tiny-qwen2", "").config;
