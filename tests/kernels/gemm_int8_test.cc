@@ -145,7 +145,7 @@ void check_micro_all_types(Int8MicroFn* micro, bool extremes, std::mt19937& rng)
         const int most_negative = kind.wide ? -128 : kind.halves ? -32 : -8;
         ASSERT_EQ(panel_code(panel.data(), kind.halves, 5, 37), most_negative) << dtype_name(t);
       }
-      const QuantizedRows xq = quantize_activations(x.data(), m, k);
+      const QuantizedRows xq = quantize_activations(x.data(), m, k, nullptr, true);
       check_micro(micro, xq, m, n, panel.data(), kind, rng,
                   std::string(dtype_name(t)) + (extreme ? " extreme" : ""));
     }

@@ -253,17 +253,22 @@ TEST(QuantizeActivations, EveryVariantEqualsTheReferenceBitForBit) {
   EXPECT_EQ(std::get<1>(ref)[1], 0.0f);
 }
 
-// A threaded quantization (prefill-sized x) equals the one-thread one.
+// A threaded quantization (prefill-sized x) equals the one-thread one; the unsigned codes, where
+// asked for, are q + 128, and absent otherwise.
 TEST(QuantizeActivations, ThreadedEqualsSingleThread) {
   std::mt19937 rng(37);
   ThreadPool pool(2);
   const int64_t m = 70, k = 1024;  // 71,680 elements: above the threading threshold
   const std::vector<float> x = random_vec(m * k, rng);
   const QuantizedRows one = quantize_activations(x.data(), m, k);
+  EXPECT_EQ(one.qu, nullptr);
   const std::vector<int8_t> q(one.q, one.q + m * k);
   const std::vector<float> d(one.d, one.d + m * k / 32), s16(one.sum16, one.sum16 + m * k / 16);
-  const QuantizedRows two = quantize_activations(x.data(), m, k, &pool);
+  const QuantizedRows two = quantize_activations(x.data(), m, k, &pool, true);
   EXPECT_EQ(std::vector<int8_t>(two.q, two.q + m * k), q);
+  ASSERT_NE(two.qu, nullptr);
+  for (int64_t i = 0; i < m * k; ++i)
+    ASSERT_EQ(static_cast<int>(two.qu[i]), q[static_cast<size_t>(i)] + 128) << "at " << i;
   EXPECT_EQ(std::vector<float>(two.d, two.d + m * k / 32), d);
   EXPECT_EQ(std::vector<float>(two.sum16, two.sum16 + m * k / 16), s16);
 }

@@ -101,7 +101,8 @@ void linear_with(GemvFn* gemv, QuantGemvFn* quant_gemv, Int8MicroFn* int8, const
   const bool any_int8 = std::any_of(outs.begin(), outs.end(), [&](const LinearOut& o) {
     return int8_gemm_supports(o.w->dtype());
   });
-  const QuantizedRows xq = any_int8 ? quantize_activations(x, m, k, &pool) : QuantizedRows{};
+  const QuantizedRows xq =
+      any_int8 ? quantize_activations(x, m, k, &pool, /*unsigned_codes=*/true) : QuantizedRows{};
   for (const LinearOut& o : outs) {
     const int64_t n = o.w->dim(0);
     bool accumulate = o.accumulate;

@@ -20,7 +20,7 @@ namespace lmstack::kernels {
 // d * sum(q over the block) and sum16[r * (k/16) + h] = d * sum(q over 16 elements): the
 // activation sums that weight offsets (zero points, mins, Q4_0's 8, Q6_K's 32) multiply.
 // qu[i] = q[i] + 128, the unsigned operand the int8 GEMM multiplies signed codes by
-// (gemm_int8.h); quantize_activations fills it, a view without it leaves it null.
+// (gemm_int8.h): filled where quantize_activations is asked for it, null otherwise.
 struct QuantizedRows {
   const int8_t* q;
   const float* d;
@@ -60,8 +60,9 @@ std::span<const KernelVariant<QuantizeBlocksFn>> quantize_blocks_variants();
 
 // Quantizes the m rows of x [m, k] (storage owned by the calling thread, reused across calls;
 // valid until its next call). k must be a multiple of 32. With a pool, a large x (prefill) is
-// split over its threads.
-QuantizedRows quantize_activations(const float* x, int64_t m, int64_t k,
-                                   ThreadPool* pool = nullptr);
+// split over its threads. `unsigned_codes` also fills qu, which only the int8 GEMM reads (the
+// decode GEMVs do not, so a decode step does not pay for it).
+QuantizedRows quantize_activations(const float* x, int64_t m, int64_t k, ThreadPool* pool = nullptr,
+                                   bool unsigned_codes = false);
 
 }  // namespace lmstack::kernels

@@ -58,24 +58,26 @@ std::span<const KernelVariant<QuantizeBlocksFn>> quantize_blocks_variants() {
   return kQuantizeBlocksVariants;
 }
 
-QuantizedRows quantize_activations(const float* x, int64_t m, int64_t k, ThreadPool* pool) {
+QuantizedRows quantize_activations(const float* x, int64_t m, int64_t k, ThreadPool* pool,
+                                   bool unsigned_codes) {
   LMSTACK_CHECK(k % 32 == 0, "quantize_activations: k {} is not a multiple of 32", k);
   static QuantizeBlocksFn* const quantize = pick_variant(quantize_blocks_variants());
   thread_local ActivationBuffers buf;
   const int64_t nb = k / 32;
   buf.q.resize(static_cast<size_t>(m * k));
-  buf.qu.resize(static_cast<size_t>(m * k));
+  buf.qu.resize(unsigned_codes ? static_cast<size_t>(m * k) : 0);
   buf.d.resize(static_cast<size_t>(m * nb));
   buf.sum32.resize(static_cast<size_t>(m * nb));
   buf.sum16.resize(static_cast<size_t>(2 * m * nb));
   // Rows are contiguous blocks, so any block range is one call. (The pointers are taken here:
   // `buf` named inside the lambda would be the running thread's own thread_local.)
   int8_t* q = buf.q.data();
-  uint8_t* qu = buf.qu.data();
+  uint8_t* qu = unsigned_codes ? buf.qu.data() : nullptr;
   float *d = buf.d.data(), *sum32 = buf.sum32.data(), *sum16 = buf.sum16.data();
   const auto run = [=](int64_t b0, int64_t b1) {
     quantize(x + 32 * b0, b1 - b0, q + 32 * b0, d + b0, sum32 + b0, sum16 + 2 * b0);
-    for (int64_t i = 32 * b0; i < 32 * b1; ++i) qu[i] = static_cast<uint8_t>(q[i] ^ 0x80);
+    if (qu)
+      for (int64_t i = 32 * b0; i < 32 * b1; ++i) qu[i] = static_cast<uint8_t>(q[i] ^ 0x80);
   };
   if (pool && pool->num_threads() > 1 && m * k >= kThreadedQuantizeElements)
     pool->parallel_for(m * nb, run, 64);
