@@ -10,6 +10,7 @@
 
 #include "lmstack/kernels/activation_exp.h"
 #include "lmstack/kernels/attention_leaf.h"
+#include "lmstack/kernels/pin.h"
 
 namespace lmstack::kernels {
 namespace {
@@ -70,10 +71,9 @@ __attribute__((always_inline)) inline void dot_step(__m256 (&acc)[R][K], const f
   __m256 kv[K];
 #pragma GCC unroll 16
   for (int j = 0; j < K; ++j) {
-    kv[j] = load_kv(k[j] + e, kTail, m, d - e);
-    // Keep the key in a register: GCC otherwise folds the load into each row's FMA, loading
+    // Kept in a register (pin.h): GCC otherwise folds the load into each row's FMA, loading
     // every key vector R times (10 loads per 8 FMAs at R = 2, load-bound on Zen 4).
-    asm("" : "+x"(kv[j]));
+    kv[j] = pin(load_kv(k[j] + e, kTail, m, d - e));
   }
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {

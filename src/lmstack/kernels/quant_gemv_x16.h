@@ -18,19 +18,12 @@
 // scales per 16 elements: out = acc - 32 corr with corr += d sc * sum16_x.
 #include <cstring>
 
+#include "lmstack/kernels/pin.h"
+
 namespace lmstack::kernels {
 namespace {
 namespace QG_NS {
 namespace x16 {
-
-// An opaque copy of v: the int16 sums of add_i16 stay one chain per accumulator. GCC otherwise
-// reassociates them into a tree over the loop's products, keeping them all live, and spills
-// (seen in the AVX2 Q4_Kx16 GEMV).
-template <typename V>
-inline V pin(V v) {
-  asm("" : "+v"(v));
-  return v;
-}
 
 #if QG_W512
 using VecI = __m512i;
@@ -65,6 +58,7 @@ inline VecI sll_i32(VecI a) {
 inline VecI dot4(VecI acc, VecI u, VecI s) { return _mm512_dpbusd_epi32(acc, u, s); }
 #else
 inline VecI madd_u8s8(VecI u, VecI s) { return _mm512_maddubs_epi16(u, s); }
+// pin (pin.h): one chain per accumulator, not a tree of spilled products (AVX2 Q4_Kx16 GEMV).
 inline VecI add_i16(VecI a, VecI b) { return pin(_mm512_add_epi16(a, b)); }
 inline VecI widen_i16(VecI v) { return _mm512_madd_epi16(v, _mm512_set1_epi16(1)); }
 #endif
@@ -115,7 +109,7 @@ inline VecI sll_i32(VecI a) {
 inline VecI dot4(VecI acc, VecI u, VecI s) { return _mm256_dpbusd_epi32(acc, u, s); }
 #else
 inline VecI madd_u8s8(VecI u, VecI s) { return _mm256_maddubs_epi16(u, s); }
-inline VecI add_i16(VecI a, VecI b) { return pin(_mm256_add_epi16(a, b)); }
+inline VecI add_i16(VecI a, VecI b) { return pin(_mm256_add_epi16(a, b)); }  // as above
 inline VecI widen_i16(VecI v) { return _mm256_madd_epi16(v, _mm256_set1_epi16(1)); }
 #endif
 inline VecF to_f(VecI v) { return _mm256_cvtepi32_ps(v); }
