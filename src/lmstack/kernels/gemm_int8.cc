@@ -83,20 +83,18 @@ BlockCodes decode_block(DType t, const uint8_t* row, int64_t b) {
   return out;
 }
 
-// Part h's scales of block `pb` (its offsets follow, then its corrections: gemm_int8.h).
-float* part_scales(uint8_t* pb, int h) { return const_cast<float*>(int8_part_scales(pb, h)); }
-
-// Each part's corrections, -128 * sum(codes), from the block's codes.
+// Each part's corrections, -128 * sum(codes), from the block's codes: the part's groups summed
+// byte-wise first (a vector add per group; |sum| <= 8 x 128 fits int16), then each column's 4.
 void set_corrections(uint8_t* pb, bool halves) {
-  const int parts = halves ? 2 : 1;
+  const int parts = halves ? 2 : 1, groups = 8 / parts;
   for (int h = 0; h < parts; ++h) {
-    auto* corr = const_cast<int32_t*>(int8_part_corrections(pb, h));
-    for (int c = 0; c < kInt8PanelCols; ++c) {
-      int32_t sum = 0;
-      for (int g = 8 / parts * h; g < 8 / parts * (h + 1); ++g)
-        for (int i = 0; i < 4; ++i) sum += static_cast<int8_t>(pb[64 * g + 4 * c + i]);
-      corr[c] = -128 * sum;
-    }
+    int16_t bytes[64] = {};
+    for (int g = groups * h; g < groups * (h + 1); ++g)
+      for (int i = 0; i < 64; ++i)
+        bytes[i] = static_cast<int16_t>(bytes[i] + static_cast<int8_t>(pb[64 * g + i]));
+    int32_t* corr = int8_part_corrections(pb, h);
+    for (int c = 0; c < kInt8PanelCols; ++c)
+      corr[c] = -128 * (bytes[4 * c] + bytes[4 * c + 1] + bytes[4 * c + 2] + bytes[4 * c + 3]);
   }
 }
 
@@ -114,10 +112,9 @@ void pack_q4_0x16_group(const uint8_t* group, int64_t blocks, uint8_t* panel) {
       pb[i] = static_cast<uint8_t>((src[i] & 15) - 8);
       pb[qblock::kQ4_0x16BlockCodeBytes + i] = static_cast<uint8_t>((src[i] >> 4) - 8);
     }
-    float* so = part_scales(pb, 0);
     for (int c = 0; c < kRows; ++c) {
-      so[c] = f16_to_f32(qblock::load_u16(scales + 2 * c));
-      so[kInt8PanelCols + c] = 0.0f;
+      int8_part_scales(pb, 0)[c] = f16_to_f32(qblock::load_u16(scales + 2 * c));
+      int8_part_offsets(pb, 0)[c] = 0.0f;
     }
     set_corrections(pb, false);
   }
@@ -150,9 +147,8 @@ void pack_q4_kx16_group(const uint8_t* group, int64_t blocks, uint8_t* panel) {
       const uint8_t* words = sb + kQ4_Kx16CodesAt + 512 * (j / 2);
       const int shift = 4 * (j % 2);
       for (int i = 0; i < 8 * 64; ++i) pb[i] = static_cast<uint8_t>(((words[i] >> shift) & 15) - 8);
-      float* so = part_scales(pb, 0);
-      std::memcpy(so, scale[j], sizeof(scale[j]));
-      std::memcpy(so + kInt8PanelCols, offset[j], sizeof(offset[j]));
+      std::memcpy(int8_part_scales(pb, 0), scale[j], sizeof(scale[j]));
+      std::memcpy(int8_part_offsets(pb, 0), offset[j], sizeof(offset[j]));
       set_corrections(pb, false);
     }
   }
@@ -182,8 +178,8 @@ void pack_q6_kx16_group(const uint8_t* group, int64_t blocks, uint8_t* panel) {
         const float d = f16_to_f32(load_u16(header + 2 * col));
         const auto* sc = reinterpret_cast<const int8_t*>(header + kQ6_Kx16ScalesAt + col);
         for (int h = 0; h < 2; ++h) {
-          part_scales(pb, h)[col] = d * static_cast<float>(sc[16 * (2 * j + h)]);
-          part_scales(pb, h)[kInt8PanelCols + col] = 0.0f;
+          int8_part_scales(pb, h)[col] = d * static_cast<float>(sc[16 * (2 * j + h)]);
+          int8_part_offsets(pb, h)[col] = 0.0f;
         }
       }
       set_corrections(pb, true);
@@ -232,11 +228,11 @@ void pack_int8_panel(DType t, const void* w, int64_t n, int64_t k, int64_t n0, u
       const BlockCodes bc = decode_block(t, row, b);
       uint8_t* pb = panel + b * block_bytes;
       for (int g = 0; g < 8; ++g) std::memcpy(pb + g * 64 + c * 4, bc.code + 4 * g, 4);
-      part_scales(pb, 0)[c] = bc.s;
-      part_scales(pb, 0)[kInt8PanelCols + c] = bc.o;
+      int8_part_scales(pb, 0)[c] = bc.s;
+      int8_part_offsets(pb, 0)[c] = bc.o;
       if (!halves) continue;
-      part_scales(pb, 1)[c] = bc.s2;
-      part_scales(pb, 1)[kInt8PanelCols + c] = bc.o2;
+      int8_part_scales(pb, 1)[c] = bc.s2;
+      int8_part_offsets(pb, 1)[c] = bc.o2;
     }
   }
   for (int64_t b = 0; b < blocks; ++b) set_corrections(panel + b * block_bytes, halves);

@@ -35,15 +35,25 @@ constexpr int64_t int8_panel_block_bytes(bool half_scales) {
   return 32 * kInt8PanelCols + (half_scales ? 2 : 1) * kInt8PartBytes;
 }
 
-// Part h's scales, offsets and corrections in the panel block at pb.
-inline const float* int8_part_scales(const uint8_t* pb, int h) {
-  return reinterpret_cast<const float*>(pb + 32 * kInt8PanelCols + h * kInt8PartBytes);
+// Part h's scales, offsets and corrections in the panel block at pb (the packers write them
+// through the mutable overloads, the kernels read them through the const ones).
+inline float* int8_part_scales(uint8_t* pb, int h) {
+  return reinterpret_cast<float*>(pb + 32 * kInt8PanelCols + h * kInt8PartBytes);
 }
-inline const float* int8_part_offsets(const uint8_t* pb, int h) {
+inline float* int8_part_offsets(uint8_t* pb, int h) {
   return int8_part_scales(pb, h) + kInt8PanelCols;
 }
+inline int32_t* int8_part_corrections(uint8_t* pb, int h) {
+  return reinterpret_cast<int32_t*>(int8_part_scales(pb, h) + 2 * kInt8PanelCols);
+}
+inline const float* int8_part_scales(const uint8_t* pb, int h) {
+  return int8_part_scales(const_cast<uint8_t*>(pb), h);
+}
+inline const float* int8_part_offsets(const uint8_t* pb, int h) {
+  return int8_part_offsets(const_cast<uint8_t*>(pb), h);
+}
 inline const int32_t* int8_part_corrections(const uint8_t* pb, int h) {
-  return reinterpret_cast<const int32_t*>(int8_part_scales(pb, h) + 2 * kInt8PanelCols);
+  return int8_part_corrections(const_cast<uint8_t*>(pb), h);
 }
 
 // Whether gemm_int8 takes weights of this type (Q8_0, Q4_0 and Q4_K and their repacked
