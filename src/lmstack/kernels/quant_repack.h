@@ -26,9 +26,8 @@ DType x16_dtype_for(DType t);
 bool x16_pays_off(DType t);
 
 // Rows [row_begin, row_end) of an interleaved matrix (`packed`, dtype t: q4_0x16, q4_Kx16 or
-// q6_Kx16)
-// of n rows and k columns, as plain rows of its base type into `plain` ((row_end - row_begin)
-// row_bytes bytes).
+// q6_Kx16) of n rows and k columns, as plain rows of its base type into `plain` ((row_end -
+// row_begin) row_bytes bytes).
 void x16_rows_to_plain(DType t, const uint8_t* packed, int64_t n, int64_t k, int64_t row_begin,
                        int64_t row_end, uint8_t* plain);
 
