@@ -92,6 +92,12 @@ TEST(GemmInt8, PanelGivesBackTheDequantizedWeights) {
   EXPECT_TRUE(int8_panel_kind(DType::kQ4_K).offsets);
   EXPECT_FALSE(int8_panel_kind(DType::kQ4_0).offsets);
   EXPECT_TRUE(int8_panel_kind(DType::kQ8_0).wide);
+  for (int i = 0; i < kNumDTypes; ++i) {  // the kernels implement one flag at a time
+    const auto t = static_cast<DType>(i);
+    if (!int8_gemm_supports(t)) continue;
+    const Int8PanelKind kind = int8_panel_kind(t);
+    EXPECT_LE(int{kind.halves} + int{kind.offsets} + int{kind.wide}, 1) << dtype_name(t);
+  }
   EXPECT_FALSE(int8_gemm_supports(DType::kBF16));
 }
 

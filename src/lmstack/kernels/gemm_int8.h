@@ -60,7 +60,9 @@ inline const int32_t* int8_part_corrections(const uint8_t* pb, int h) {
 // Q4_0x16 / Q4_Kx16, Q6_K and its Q6_Kx16, int4_g*).
 bool int8_gemm_supports(DType t);
 
-// What a type's panels ask of a microkernel.
+// What a type's panels ask of a microkernel. At most one is set (no type has two), so the
+// kernels implement four shapes: plain, halves, offsets (of whole blocks, against sum32) and
+// wide (plain for VNNI).
 struct Int8PanelKind {
   bool halves = false;   // two parts per block, a scale per 16 elements (Q6_K, Q6_Kx16)
   bool offsets = false;  // nonzero offsets (Q4_K, Q4_Kx16, int4_g*)
@@ -76,8 +78,8 @@ Int8PanelKind int8_panel_kind(DType t);
 void pack_int8_panel(DType t, const void* w, int64_t n, int64_t k, int64_t n0, uint8_t* panel);
 
 // c[r * ldc + j] (+)= sum over parts of the formula above, rows [row0, row0 + mr) of x
-// (mr <= kInt8MicroRows; x.qu set) and columns j < nr (<= 16) of one panel of `kind`; `add`
-// selects += over =.
+// (mr <= kInt8MicroRows; x.qu set) and columns j < nr (<= 16) of one panel of `kind` (one of
+// int8_panel_kind's); `add` selects += over =.
 inline constexpr int kInt8MicroRows = 12;
 using Int8MicroFn = void(const QuantizedRows& x, int64_t row0, int mr, const uint8_t* panel,
                          float* c, int64_t ldc, int nr, bool add, Int8PanelKind kind);

@@ -79,12 +79,13 @@ inline void part_sums(const int8_t* q, const uint8_t* qu, int64_t ldq, const uin
 template <int MR, bool kHalves, bool kOffsets, bool kWide>
 void half_pass(const QuantizedRows& x, int64_t row0, const uint8_t* panel, int half,
                __m256 out[MR]) {
+  static_assert(!(kHalves && kOffsets), "offsets come with whole blocks only (Int8PanelKind)");
   constexpr int kParts = kHalves ? 2 : 1, kRun = kWide ? 1 : kHalves ? 2 : 8;
   const int64_t blocks = x.k / 32, block_bytes = int8_panel_block_bytes(kHalves);
   const int8_t* q = x.q + row0 * x.k;
   const uint8_t* qu = x.qu + row0 * x.k;
   const float* d = x.d + row0 * blocks;
-  const float* xsum = kHalves ? x.sum16 + row0 * 2 * blocks : x.sum32 + row0 * blocks;
+  const float* xsum = x.sum32 + row0 * blocks;
   for (int r = 0; r < MR; ++r) out[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* pb = panel + b * block_bytes + 4 * kHalf * half;
@@ -104,9 +105,9 @@ void half_pass(const QuantizedRows& x, int64_t row0, const uint8_t* panel, int h
         out[r] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum[r]), out[r]);
       }
       if constexpr (!kOffsets) continue;
-      const __m256 o = _mm256_loadu_ps(int8_part_offsets(parts, h) + kHalf * half);
+      const __m256 o = _mm256_loadu_ps(int8_part_offsets(parts, 0) + kHalf * half);
       for (int r = 0; r < MR; ++r)
-        out[r] = _mm256_fmadd_ps(_mm256_set1_ps(xsum[(r * blocks + b) * kParts + h]), o, out[r]);
+        out[r] = _mm256_fmadd_ps(_mm256_set1_ps(xsum[r * blocks + b]), o, out[r]);
     }
   }
 }
@@ -163,15 +164,14 @@ void micro_rows(const QuantizedRows& x, int64_t row0, int mr, const uint8_t* pan
 
 void int8_micro_avx2(const QuantizedRows& x, int64_t row0, int mr, const uint8_t* panel, float* c,
                      int64_t ldc, int nr, bool add, Int8PanelKind kind) {
-  // Q8_0 (wide) has neither halves nor offsets; a kind that had would not fit any kernel here.
   if (kind.wide)
     micro_rows<false, false, true>(x, row0, mr, panel, c, ldc, nr, add);
   else if (kind.halves)
-    kind.offsets ? micro_rows<true, true, false>(x, row0, mr, panel, c, ldc, nr, add)
-                 : micro_rows<true, false, false>(x, row0, mr, panel, c, ldc, nr, add);
+    micro_rows<true, false, false>(x, row0, mr, panel, c, ldc, nr, add);
+  else if (kind.offsets)
+    micro_rows<false, true, false>(x, row0, mr, panel, c, ldc, nr, add);
   else
-    kind.offsets ? micro_rows<false, true, false>(x, row0, mr, panel, c, ldc, nr, add)
-                 : micro_rows<false, false, false>(x, row0, mr, panel, c, ldc, nr, add);
+    micro_rows<false, false, false>(x, row0, mr, panel, c, ldc, nr, add);
 }
 
 }  // namespace lmstack::kernels

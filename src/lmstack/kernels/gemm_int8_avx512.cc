@@ -7,7 +7,7 @@
 // blocks (Q6_K) sum s * float(isum) over their two halves before the one multiply by d_x, which
 // takes 8 more registers: they run 8 rows at a time. Per block and row that is 8 vpdpbusd and 3
 // (offsets: 4; halves: 5) other vector operations, which the 512-bit units also run: the fewer,
-// the faster (Q6_K with the halves scaled apart, 6: 8% slower).
+// the faster (Q6_K with the halves scaled apart, 6: 5-9% slower, BM_QuantPrefill q6_Kx16).
 #include <immintrin.h>
 
 #include <array>
@@ -28,12 +28,12 @@ inline int32_t load_u32(const uint8_t* p) {
 template <int MR, bool kHalves, bool kOffsets>
 void micro(const QuantizedRows& x, int64_t row0, const uint8_t* panel, float* c, int64_t ldc,
            int nr, bool add) {
+  static_assert(!(kHalves && kOffsets), "offsets come with whole blocks only (Int8PanelKind)");
   const int64_t blocks = x.k / 32;
   const uint8_t* q = x.qu + row0 * x.k;
   const float* d = x.d + row0 * blocks;
-  // Per half (or block) its activation sum: sum16 has 2 per block, sum32 one.
   const int parts = kHalves ? 2 : 1;
-  const float* xsum = kHalves ? x.sum16 + row0 * 2 * blocks : x.sum32 + row0 * blocks;
+  const float* xsum = x.sum32 + row0 * blocks;
   __m512 acc[MR];
   for (int r = 0; r < MR; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
@@ -58,11 +58,9 @@ void micro(const QuantizedRows& x, int64_t row0, const uint8_t* panel, float* c,
     for (int r = 0; r < MR; ++r)
       acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(d[r * blocks + b]), scaled[r], acc[r]);
     if (!kOffsets) continue;
-    for (int h = 0; h < parts; ++h) {
-      const __m512 o = _mm512_loadu_ps(int8_part_offsets(pb, h));
-      for (int r = 0; r < MR; ++r)
-        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(xsum[(r * blocks + b) * parts + h]), o, acc[r]);
-    }
+    const __m512 o = _mm512_loadu_ps(int8_part_offsets(pb, 0));
+    for (int r = 0; r < MR; ++r)
+      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(xsum[r * blocks + b]), o, acc[r]);
   }
   const __mmask16 mask = static_cast<__mmask16>((1u << nr) - 1u);
   for (int r = 0; r < MR; ++r) {
@@ -97,8 +95,9 @@ void int8_micro_avx512_vnni(const QuantizedRows& x, int64_t row0, int mr, const 
     return int8_micro_avx512_vnni(x, row0 + kHalvesRows, mr - kHalvesRows, panel,
                                   c + kHalvesRows * ldc, ldc, nr, add, kind);
   }
-  const auto& micros = kind.halves ? (kind.offsets ? kMicros<true, true> : kMicros<true, false>)
-                                   : (kind.offsets ? kMicros<false, true> : kMicros<false, false>);
+  const auto& micros = kind.halves    ? kMicros<true, false>
+                       : kind.offsets ? kMicros<false, true>
+                                      : kMicros<false, false>;  // plain or wide
   micros[mr - 1](x, row0, panel, c, ldc, nr, add);
 }
 
